@@ -1,0 +1,37 @@
+# Two commands on a fresh machine: `make run` and `make test`. Both create .venv and install.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test install lint format openapi check-openapi clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/ebbtide serve
+
+test: $(STAMP)
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check app tests alembic
+	$(BIN)/ruff format --check app tests alembic
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+format: $(STAMP)
+	$(BIN)/ruff format app tests alembic
+	$(BIN)/ruff check --fix app tests alembic
+
+openapi: $(STAMP)
+	$(BIN)/ebbtide openapi --out openapi/openapi.json
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Ebbtide: context management for LLM agents."""

@@ -1,0 +1,1 @@
+"""HTTP: routes, request/response schemas, dependencies, error mapping."""

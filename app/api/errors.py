@@ -1,0 +1,143 @@
+"""One table from domain errors to HTTP, and the single error body renderer.
+
+Every error answers `{"error": {"code", "message", "details"}}`. Bad input is a 4xx and the
+request wrote nothing (validation happens before any write).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app import errors
+from app.api.schemas import ErrorBody
+
+STATUS_BY_ERROR: dict[type[errors.DomainError], int] = {
+    errors.UnknownModel: 422,
+    errors.InvalidWindow: 422,
+    errors.InvalidPolicyOverride: 422,
+    errors.InvalidTurn: 422,
+    errors.OrphanToolResult: 422,
+    errors.TooManyMessages: 422,
+    errors.MessageTooLarge: 413,
+    errors.SessionNotFound: 404,
+    errors.ChunkNotFound: 404,
+    errors.IdempotencyKeyReused: 409,
+    errors.SessionBusy: 409,
+    errors.DatabaseUnavailable: 503,
+}
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": description}
+    for status, description in (
+        (400, "Malformed JSON"),
+        (404, "Unknown session or chunk"),
+        (409, "Idempotency-Key reused with another body, or the session stayed busy"),
+        (413, "Body or message over the size limit"),
+        (422, "Invalid request"),
+        (503, "Database unavailable; retry with the same Idempotency-Key"),
+    )
+}
+
+
+def error_response(status: int, code: str, message: str, details: Any = None) -> JSONResponse:
+    body = {"error": {"code": code, "message": message, "details": details or {}}}
+    headers = {"Retry-After": "1"} if status == 503 else None
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def status_for(error: errors.DomainError) -> int:
+    for cls in type(error).__mro__:
+        if cls in STATUS_BY_ERROR:
+            return STATUS_BY_ERROR[cls]  # type: ignore[index]
+    return 400
+
+
+async def _domain_error(_: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, errors.DomainError)
+    return error_response(status_for(error), error.code, error.message, error.details)
+
+
+def _field_path(location: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in location if p != "body"]
+    return ".".join(parts) if parts else "body"
+
+
+async def _validation_error(_: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, RequestValidationError)
+    problems = [
+        {"field": _field_path(tuple(item.get("loc", ()))), "problem": item.get("msg", "")}
+        for item in error.errors()
+    ]
+    if any(item.get("type") == "json_invalid" for item in error.errors()):
+        return error_response(400, "malformed_json", "the body is not valid JSON",
+                              {"problems": problems})
+    first = problems[0] if problems else {"field": "body", "problem": "invalid"}
+    return error_response(422, "invalid_request", f"{first['field']}: {first['problem']}",
+                          {"problems": problems})
+
+
+async def _http_error(_: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, StarletteHTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
+    return error_response(error.status_code, code, str(error.detail))
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(errors.DomainError, _domain_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+
+
+class BodySizeLimit:
+    """Answers 413 before the route runs when the body is larger than `max_bytes`, whether
+    or not the client sent a Content-Length."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._reject(scope, receive, send)
+            return
+        body = bytearray()
+        more = True
+        while more:
+            message = await receive()
+            body.extend(message.get("body", b""))
+            more = message.get("more_body", False)
+            if len(body) > self.max_bytes:
+                await self._reject(scope, receive, send)
+                return
+        await self.app(scope, _replay(bytes(body), receive), send)
+
+    async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = error_response(
+            413, "body_too_large", f"the request body is larger than {self.max_bytes} bytes",
+            {"max_bytes": self.max_bytes},
+        )
+        await response(scope, receive, send)
+
+
+def _replay(body: bytes, downstream: Receive) -> Receive:
+    """Hands the buffered body to the app once, then passes on whatever the client sends."""
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await downstream()
+
+    return receive

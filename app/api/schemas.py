@@ -1,0 +1,130 @@
+"""Request and response bodies of the HTTP API (DESIGN §6)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.core.types import Message
+
+SESSION_ID_PATTERN = r"^[A-Za-z0-9._:\-]{1,128}$"
+
+
+class PolicyOverride(BaseModel):
+    """Per-session overrides of the watermark policy; remembered by the session."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    offload_ratio: float | None = Field(None, gt=0, lt=1)
+    emergency_ratio: float | None = Field(None, gt=0, le=1)
+    target_ratio: float | None = Field(None, gt=0, lt=1)
+    floor_turns: int | None = Field(None, ge=1, le=10_000)
+    floor_tokens: int | None = Field(None, ge=0, le=10_000_000)
+    cooldown_turns: int | None = Field(None, ge=0, le=10_000)
+
+
+class TurnRequest(BaseModel):
+    """New messages since the last call: the previous assistant reply, tool results, the new
+    user input. `system`, `tools`, `model`, `context_window`, `reserve_tokens` and `policy`
+    are remembered by the session once sent (send them again only to change them)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    messages: list[Message] = Field(min_length=1)
+    system: str | None = None
+    tools: list[dict[str, Any]] | None = None
+    model: str | None = Field(None, min_length=1, max_length=256)
+    context_window: int | None = Field(None, ge=256, le=100_000_000)
+    reserve_tokens: int | None = Field(None, ge=0, le=100_000_000)
+    policy: PolicyOverride | None = None
+    recall: Literal["auto", "off", "force"] = "auto"
+    observed_prompt_tokens: int | None = Field(
+        None, ge=0, description="The provider's prompt_tokens for the last assembled prompt."
+    )
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    estimated_prompt_tokens: int
+    calibration_ratio: float
+    context_window: int
+    reserve_tokens: int
+    budget: int
+    watermark: float = Field(description="prompt_tokens / budget after this turn's offload.")
+    trigger_ratio: float = Field(description="prompt_tokens / budget before any offload.")
+    level: Literal["normal", "offload", "emergency"]
+
+
+class OffloadReport(BaseModel):
+    triggered: bool
+    chunk_ids: list[str]
+    tokens_freed: int
+    turn_range: list[int] | None
+    messages_offloaded: int
+    floor_yielded: bool
+    oversize_chunk_ids: list[str]
+    fallback: str | None
+
+
+class RecallReport(BaseModel):
+    mode: Literal["auto", "off", "force"]
+    query_raw: str | None
+    query_rewritten: str | None
+    hits: list[dict[str, Any]]
+    skipped_reason: str | None
+    fallback: str | None
+
+
+class NotesView(BaseModel):
+    text: str
+    tokens: int
+
+
+class TurnResponse(BaseModel):
+    session_id: str
+    turn: int
+    messages: list[dict[str, Any]] = Field(description="The prompt to send, OpenAI format.")
+    usage: Usage
+    offload: OffloadReport
+    recall: RecallReport
+    notes: NotesView | None
+    timings_ms: dict[str, float]
+
+
+class ChunkView(BaseModel):
+    chunk_id: str
+    session_id: str
+    kind: str
+    turn_range: list[int]
+    roles: list[str]
+    first_ts: str
+    last_ts: str
+    tokens: int
+    summary_hint: str
+    embedding_model: str | None
+    needs_embedding: bool
+    content_hash: str
+    raw_text: str
+
+
+class StatusView(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    session_id: str
+    turns: int
+    model: str | None
+    context_window: int | None
+    counts: dict[str, int]
+    notes: dict[str, Any] | None
+    last_offload: dict[str, Any] | None
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail

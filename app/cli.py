@@ -1,0 +1,67 @@
+"""`ebbtide serve | migrate | openapi`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from app.settings import Settings, get_settings
+
+
+def resolve_database_url(settings: Settings) -> str:
+    """DATABASE_URL when set, else the embedded Postgres under the data folder."""
+    if settings.database_url:
+        return settings.database_url
+    from app.store.embedded import start_embedded
+
+    return start_embedded(settings.data_dir)
+
+
+def _migrate(settings: Settings) -> str:
+    from app.store.migrate import upgrade_head
+
+    url = resolve_database_url(settings)
+    upgrade_head(url)
+    return url
+
+
+def serve(settings: Settings) -> None:
+    import uvicorn
+
+    from app.main import create_app
+
+    url = _migrate(settings)
+    print(f"ebbtide: database migrated; serving on http://{settings.host}:{settings.port}")
+    uvicorn.run(create_app(settings=settings, database_url=url), host=settings.host,
+                port=settings.port, log_level=os.environ.get("EBBTIDE_LOG_LEVEL", "info"))
+
+
+def write_openapi(path: Path) -> None:
+    from app.main import create_app
+
+    schema = create_app(settings=Settings(database_url="postgresql://unused")).openapi()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="ebbtide", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("serve", help="migrate, then serve HTTP on HOST:PORT")
+    commands.add_parser("migrate", help="alembic upgrade head")
+    openapi = commands.add_parser("openapi", help="write the OpenAPI schema")
+    openapi.add_argument("--out", type=Path, default=Path("openapi/openapi.json"))
+    args = parser.parse_args(argv)
+    settings = get_settings()
+    if args.command == "serve":
+        serve(settings)
+    elif args.command == "migrate":
+        print(f"ebbtide: migrated {_migrate(settings).split('@')[-1]}")
+    elif args.command == "openapi":
+        write_openapi(args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""Turns the messages chosen for offload into chunks (DESIGN §3.2).
+
+Policy and invariants:
+- Units stay whole: an assistant message with `tool_calls` and the `tool` results that answer
+  it form one unit, never split across C1/C3 or across two chunks.
+- Chunks are packed from consecutive units up to `max_tokens`; a unit larger than that is a
+  chunk of its own. A trailing chunk below `min_tokens` joins the previous one when the two
+  fit in `max_tokens`.
+- Every message's content appears verbatim in its chunk's `raw_text`, under a header line
+  `[turn N · role · timestamp]`; tool calls are written as JSON so they are verbatim too.
+- An oversize message becomes a chunk of its own at once; the window keeps a stub that names
+  the chunk, its size and its first and last lines.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from app.core.budget import Unit
+from app.core.lexical import distinct_terms
+from app.core.ports import TokenCounter
+from app.core.types import ChunkDraft, ChunkKind, WindowMessage
+
+SUMMARY_HINT_WORDS = 12
+SUMMARY_HINT_CHARS = 80
+
+
+def group_units(window: Sequence[WindowMessage]) -> list[list[WindowMessage]]:
+    """Splits the window (oldest first) into units of messages that move together."""
+    units: list[list[WindowMessage]] = []
+    open_calls: set[str] = set()
+    for item in window:
+        answers_open_call = (
+            item.message.role == "tool" and item.message.tool_call_id in open_calls and units
+        )
+        if answers_open_call:
+            units[-1].append(item)
+            open_calls.discard(item.message.tool_call_id or "")
+            continue
+        units.append([item])
+        open_calls = {call.id for call in item.message.tool_calls or []}
+    return units
+
+
+def _awaits_results(messages: Sequence[WindowMessage]) -> bool:
+    calls = {call.id for m in messages for call in m.message.tool_calls or []}
+    answered = {m.message.tool_call_id for m in messages if m.message.role == "tool"}
+    return bool(calls - answered)
+
+
+def as_budget_unit(
+    messages: Sequence[WindowMessage], current_turn: int, token_ratio: float = 1.0
+) -> Unit:
+    """The unit as the budget sees it; `token_ratio` applies the session's calibration."""
+    return Unit(
+        seqs=tuple(m.seq for m in messages),
+        turn=messages[0].turn,
+        tokens=round(sum(m.tokens for m in messages) * token_ratio),
+        pinned=any(m.turn == current_turn for m in messages) or _awaits_results(messages),
+    )
+
+
+def _timestamp(moment: datetime) -> str:
+    return moment.isoformat(timespec="seconds")
+
+
+def render_message(item: WindowMessage) -> str:
+    """The message as it is kept in a chunk: a header line, then the text verbatim."""
+    message = item.message
+    label = message.role
+    if message.role == "tool":
+        label = f"tool {message.tool_call_id}"
+    elif message.name:
+        label = f"{message.role} {message.name}"
+    lines = [f"[turn {item.turn} · {label} · {_timestamp(item.created_at)}]"]
+    if message.content:
+        lines.append(message.content)
+    for call in message.tool_calls or []:
+        lines.append(f"tool_call {json.dumps(call.model_dump(), ensure_ascii=False)}")
+    return "\n".join(lines)
+
+
+def _summary_hint(messages: Sequence[WindowMessage]) -> str:
+    first_user = next((m for m in messages if m.message.role == "user"), messages[0])
+    text = first_user.message.content or ""
+    words = text.split()
+    hint = " ".join(words[:SUMMARY_HINT_WORDS]) if len(words) > 1 else text
+    return hint[:SUMMARY_HINT_CHARS]
+
+
+def _draft(
+    messages: Sequence[WindowMessage], kind: ChunkKind, raw_text: str, tokens: int, chunk_id: str
+) -> ChunkDraft:
+    return ChunkDraft(
+        id=chunk_id,
+        kind=kind,
+        seqs=tuple(m.seq for m in messages),
+        turn_start=min(m.turn for m in messages),
+        turn_end=max(m.turn for m in messages),
+        roles=tuple(dict.fromkeys(m.message.role for m in messages)),
+        first_ts=min(m.created_at for m in messages),
+        last_ts=max(m.created_at for m in messages),
+        raw_text=raw_text,
+        tokens=tokens,
+        summary_hint=_summary_hint(messages),
+        content_hash=hashlib.sha256(raw_text.encode()).hexdigest(),
+        lexical_terms=distinct_terms(raw_text),
+    )
+
+
+@dataclass
+class _Pending:
+    messages: list[WindowMessage]
+    tokens: int
+
+
+def _pack(units: Sequence[Sequence[WindowMessage]], counter: TokenCounter, max_tokens: int,
+          min_tokens: int) -> list[_Pending]:
+    packed: list[_Pending] = []
+    for unit in units:
+        tokens = counter.count("\n\n".join(render_message(m) for m in unit))
+        if packed and packed[-1].tokens + tokens <= max_tokens:
+            packed[-1].messages.extend(unit)
+            packed[-1].tokens += tokens
+        else:
+            packed.append(_Pending(list(unit), tokens))
+    if len(packed) >= 2 and packed[-1].tokens < min_tokens:
+        last = packed[-1]
+        if packed[-2].tokens + last.tokens <= max_tokens:
+            packed[-2].messages.extend(last.messages)
+            packed[-2].tokens += last.tokens
+            packed.pop()
+    return packed
+
+
+def build_chunks(
+    units: Sequence[Sequence[WindowMessage]],
+    counter: TokenCounter,
+    *,
+    min_tokens: int,
+    max_tokens: int,
+    new_id: Callable[[], str],
+) -> list[ChunkDraft]:
+    """Packs consecutive units (oldest first) into offload chunks."""
+    drafts: list[ChunkDraft] = []
+    for pending in _pack(units, counter, max_tokens, min_tokens):
+        raw_text = "\n\n".join(render_message(m) for m in pending.messages)
+        tokens = counter.count(raw_text)
+        drafts.append(_draft(pending.messages, ChunkKind.OFFLOAD, raw_text, tokens, new_id()))
+    return drafts
+
+
+def oversize_limit(available: int, fraction: float, max_tokens: int) -> int:
+    """Above this many content tokens a single message goes to its own chunk."""
+    return max(1, min(int(fraction * available), max_tokens))
+
+
+def make_stub(chunk_id: str, text: str, tokens: int, head_lines: int, tail_lines: int) -> str:
+    """The window's stand-in for an oversize message: traceable by id, with head and tail."""
+    lines = text.splitlines()
+    shown_head = lines[:head_lines]
+    shown_tail = lines[max(head_lines, len(lines) - tail_lines) :] if tail_lines else []
+    omitted = len(lines) - len(shown_head) - len(shown_tail)
+    parts = [
+        f"[stored as chunk {chunk_id}: {tokens} tokens, {len(text)} characters, "
+        f"{len(lines)} lines; fetch it with recall or GET /sessions/{{id}}/chunks/{chunk_id}]",
+        *shown_head,
+    ]
+    if omitted > 0:
+        parts.append(f"[… {omitted} lines not shown …]")
+    parts.extend(shown_tail)
+    return "\n".join(parts)
+
+
+def oversize_chunk(item: WindowMessage, counter: TokenCounter, chunk_id: str) -> ChunkDraft:
+    """A chunk holding one oversize message verbatim; `item` carries the posted text."""
+    raw_text = render_message(item)
+    return _draft([item], ChunkKind.OVERSIZE, raw_text, counter.count(raw_text), chunk_id)

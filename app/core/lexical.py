@@ -1,0 +1,45 @@
+"""Lexical terms for Postgres full-text search without language extensions.
+
+Policy: Latin-script words and numbers become lower-case terms; each run of CJK characters
+becomes its overlapping character bigrams (a single character stays a unigram), so Chinese
+and Japanese match without a segmenter. The store builds the tsvector from these exact terms
+(`array_to_tsvector`), so Postgres's parser and locale never change them.
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_TERM_CHARS = 64
+
+_CJK = (
+    r"\u3040-\u30ff"  # Hiragana, Katakana
+    r"\u3400-\u4dbf"  # CJK Extension A
+    r"\u4e00-\u9fff"  # CJK Unified Ideographs
+    r"\uac00-\ud7af"  # Hangul syllables
+    r"\uf900-\ufaff"  # CJK compatibility ideographs
+)
+_TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:[.\-_][^\W_{_CJK}]+)*")
+_CJK_RUN = re.compile(rf"^[{_CJK}]+$")
+
+
+def _cjk_bigrams(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def lexical_terms(text: str) -> list[str]:
+    """Terms in order of appearance, duplicates kept (callers may dedupe)."""
+    terms: list[str] = []
+    for match in _TOKEN.finditer(text.lower()):
+        token = match.group()
+        if _CJK_RUN.match(token):
+            terms.extend(_cjk_bigrams(token))
+        else:
+            terms.append(token[:MAX_TERM_CHARS])
+    return terms
+
+
+def distinct_terms(text: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(lexical_terms(text)))

@@ -1,0 +1,41 @@
+"""Ports: what the use cases need from the outside world, as Protocols.
+
+Adapters live in `app/providers`; deterministic fakes for tests live in
+`app/providers/fakes.py`. Services depend on these Protocols only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+
+class TokenCounter(Protocol):
+    """Counts tokens of plain text with one tokenizer."""
+
+    @property
+    def encoding_name(self) -> str: ...
+
+    def count(self, text: str) -> int: ...
+
+
+class EmbedderUnavailable(Exception):
+    """The embedder could not answer; callers degrade (chunks stored without a vector)."""
+
+
+class Embedder(Protocol):
+    """Turns text into unit-length vectors of a fixed dimension.
+
+    Passages (stored chunks) and queries may be embedded differently (e5 prefixes), so the
+    two calls are separate. Raises `EmbedderUnavailable` when it cannot answer.
+    """
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+    async def embed_query(self, text: str) -> list[float]: ...

@@ -1,0 +1,98 @@
+"""Value types shared by every layer.
+
+`Message` is the OpenAI chat message a client posts (roles `user`, `assistant`, `tool`; the
+system prompt travels separately as C0). `WindowMessage` is a stored message that is in C1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class FunctionCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=256)
+    arguments: str = ""
+
+
+class ToolCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=256)
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class Message(BaseModel):
+    """One chat message in OpenAI format."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["user", "assistant", "tool"]
+    content: str | None = None
+    name: str | None = Field(None, max_length=256)
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = Field(None, max_length=256)
+
+    @model_validator(mode="after")
+    def _shape_matches_role(self) -> Message:
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("a tool message needs the tool_call_id of the call it answers")
+        if self.role != "tool" and self.tool_call_id is not None:
+            raise ValueError("only tool messages carry tool_call_id")
+        if self.role != "assistant" and self.tool_calls:
+            raise ValueError("only assistant messages carry tool_calls")
+        if self.content is None and not self.tool_calls:
+            raise ValueError("content is required unless the assistant message has tool_calls")
+        return self
+
+    def to_openai(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
+class MessageState(StrEnum):
+    WINDOW = "window"
+    OFFLOADED = "offloaded"
+
+
+@dataclass(frozen=True)
+class WindowMessage:
+    """A stored message that is in C1. When the posted text was oversize, it went to chunk
+    `stub_chunk_id` and `message.content` is the stub that points there."""
+
+    seq: int
+    turn: int
+    message: Message
+    tokens: int
+    created_at: datetime
+    stub_chunk_id: str | None = None
+
+
+class ChunkKind(StrEnum):
+    OFFLOAD = "offload"
+    OVERSIZE = "oversize"
+
+
+@dataclass(frozen=True)
+class ChunkDraft:
+    """An offload chunk planned in memory, before it is embedded and written."""
+
+    id: str
+    kind: ChunkKind
+    seqs: tuple[int, ...]
+    turn_start: int
+    turn_end: int
+    roles: tuple[str, ...]
+    first_ts: datetime
+    last_ts: datetime
+    raw_text: str
+    tokens: int
+    summary_hint: str
+    content_hash: str
+    lexical_terms: tuple[str, ...] = field(default=())

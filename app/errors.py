@@ -1,0 +1,80 @@
+"""Domain errors. No HTTP here: `app/api/errors.py` maps each class to a status code.
+
+Every error carries a stable machine `code`, a human `message` and structured `details`
+(for example the offending field), so the client can tell what to fix.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class DomainError(Exception):
+    code = "domain_error"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class InvalidTurn(DomainError):
+    """The turn's messages break the conversation's structure."""
+
+    code = "invalid_turn"
+
+
+class OrphanToolResult(InvalidTurn):
+    """A `tool` message whose `tool_call_id` no assistant call in the window asked for."""
+
+    code = "orphan_tool_result"
+
+
+class UnknownModel(DomainError):
+    """No window is known for the model and the request gave no `context_window`."""
+
+    code = "unknown_model"
+
+
+class TooManyMessages(DomainError):
+    code = "too_many_messages"
+
+
+class MessageTooLarge(DomainError):
+    code = "message_too_large"
+
+
+class SessionNotFound(DomainError):
+    code = "session_not_found"
+
+
+class ChunkNotFound(DomainError):
+    code = "chunk_not_found"
+
+
+class IdempotencyKeyReused(DomainError):
+    """The same Idempotency-Key was sent before with a different body."""
+
+    code = "idempotency_key_reused"
+
+
+class SessionBusy(DomainError):
+    """Other turns of the same session kept winning the race; the client may retry."""
+
+    code = "session_busy"
+
+
+class DatabaseUnavailable(DomainError):
+    code = "database_unavailable"
+
+
+class InvalidPolicyOverride(DomainError):
+    """A per-session policy override breaks the watermark ordering or a bound."""
+
+    code = "invalid_policy"
+
+
+class InvalidWindow(DomainError):
+    """The reserve leaves no room: reserve_tokens must be smaller than context_window."""
+
+    code = "invalid_window"

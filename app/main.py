@@ -1,0 +1,72 @@
+"""The application factory. The lifespan builds the engine and the providers once."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from app.api.errors import BodySizeLimit, install_error_handlers
+from app.api.routes import router
+from app.core.ports import Embedder
+from app.providers.embedders import HashEmbedder, LocalEmbedder
+from app.providers.tokenizer import default_counter
+from app.services.context import ServiceContext
+from app.settings import Settings, get_settings
+from app.store.database import Database
+
+
+def build_embedder(settings: Settings) -> Embedder:
+    if settings.embedder.kind == "hash":
+        return HashEmbedder(settings.embedder.dimension)
+    return LocalEmbedder()
+
+
+def build_context(settings: Settings, database_url: str) -> ServiceContext:
+    return ServiceContext(
+        database=Database.connect(database_url, pool_size=settings.db.pool_size),
+        counter=default_counter(),
+        embedder=build_embedder(settings),
+        settings=settings,
+    )
+
+
+def create_app(
+    *,
+    settings: Settings | None = None,
+    context: ServiceContext | None = None,
+    database_url: str | None = None,
+) -> FastAPI:
+    """`context` is given by tests (bound to a rolled-back connection); otherwise the
+    lifespan connects to `database_url` (already migrated by `ebbtide serve`)."""
+    settings = settings or (context.settings if context else get_settings())
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        owned = context is None
+        if owned:
+            url = database_url or settings.database_url
+            if url is None:
+                raise RuntimeError("no database URL: start the app with `ebbtide serve`")
+            app.state.context = build_context(settings, url)
+        else:
+            app.state.context = context
+        try:
+            yield
+        finally:
+            if owned:
+                await app.state.context.database.dispose()
+
+    app = FastAPI(
+        title="Ebbtide",
+        version="0.1.0",
+        summary="Context management for LLM agents: watermark offload, scratchpad, recall.",
+        lifespan=lifespan,
+    )
+    if context is not None:
+        app.state.context = context  # test clients may not run the lifespan
+    install_error_handlers(app)
+    app.include_router(router)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.limits.max_body_bytes)
+    return app

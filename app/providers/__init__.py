@@ -1,0 +1,1 @@
+"""Adapters behind the ports of `app/core/ports.py`."""

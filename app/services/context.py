@@ -1,0 +1,50 @@
+"""What the use cases are given: the database, the ports, the settings, a clock."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from app.core.ports import Embedder, TokenCounter
+from app.settings import Settings
+from app.store.database import Database
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_chunk_id() -> str:
+    return f"ck_{uuid.uuid4().hex[:20]}"
+
+
+class SessionLocks:
+    """One asyncio lock per session id, so turns of one session queue up in this process
+    instead of racing to the version check; locks vanish when no turn holds them."""
+
+    def __init__(self) -> None:
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+
+    def for_session(self, session_id: str) -> asyncio.Lock:
+        lock = self._locks.get(session_id)
+        if lock is None:
+            lock = asyncio.Lock()
+            self._locks[session_id] = lock
+        return lock
+
+
+@dataclass
+class ServiceContext:
+    database: Database
+    counter: TokenCounter
+    embedder: Embedder
+    settings: Settings
+    locks: SessionLocks = field(default_factory=SessionLocks)
+    clock: Callable[[], datetime] = utc_now
+    new_id: Callable[[], str] = new_chunk_id

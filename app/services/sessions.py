@@ -1,0 +1,98 @@
+"""Read-only use cases: a session's status and one offloaded chunk, raw."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.core.budget import Budget, Policy, level_for, resolve_reserve
+from app.core.tokens import calibrated, window_for_model
+from app.errors import ChunkNotFound, SessionNotFound
+from app.services.context import ServiceContext
+from app.services.turn_plan import POLICY_FIELDS
+from app.store import chunks as chunk_store
+from app.store import events as event_store
+from app.store import sessions as session_store
+from app.store.models import ChunkRow, SessionRow
+
+
+async def _owned_session(db: Any, tenant_id: str, session_id: str) -> SessionRow:
+    row = await session_store.get_session(db, session_id)
+    if row is None or row.tenant_id != tenant_id:
+        raise SessionNotFound("no such session", session_id=session_id)
+    return row
+
+
+def _watermark(ctx: ServiceContext, row: SessionRow) -> dict[str, Any]:
+    window = row.context_window or window_for_model(row.model)
+    if window is None:
+        return {"context_window": None}
+    settings = ctx.settings.budget
+    reserve = resolve_reserve(
+        window, row.reserve_tokens, settings.reserve_tokens, settings.reserve_max_fraction
+    )
+    budget = Budget(window, reserve)
+    policy = Policy(**{**{n: getattr(settings, n) for n in POLICY_FIELDS}, **row.policy})
+    prompt = calibrated(row.last_prompt_estimate or 0, row.calibration_ratio)
+    return {
+        "context_window": window,
+        "reserve_tokens": reserve,
+        "budget": budget.available,
+        "prompt_tokens": prompt,
+        "watermark": round(prompt / budget.available, 4),
+        "level": level_for(prompt, budget, policy).value,
+        "levels": {
+            "offload_at": budget.line(policy.offload_ratio),
+            "emergency_at": budget.line(policy.emergency_ratio),
+            "target": budget.line(policy.target_ratio),
+        },
+        "policy": {n: getattr(policy, n) for n in POLICY_FIELDS},
+        "calibration_ratio": round(row.calibration_ratio, 4),
+    }
+
+
+async def session_status(ctx: ServiceContext, tenant_id: str, session_id: str) -> dict[str, Any]:
+    async with ctx.database.transaction() as db:
+        row = await _owned_session(db, tenant_id, session_id)
+        counts = await session_store.counts(db, session_id)
+        notes = await session_store.notes_for(db, session_id)
+        last_offload = await event_store.last_offload_event(db, session_id)
+    return {
+        "session_id": row.id,
+        "turns": row.turn_count,
+        "model": row.model,
+        **_watermark(ctx, row),
+        "counts": counts,
+        "notes": {"text": notes.rendered, "tokens": notes.tokens,
+                  "needs_rebuild": notes.needs_rebuild} if notes else None,
+        "last_offload": {"turn": last_offload.turn, **last_offload.payload["offload"],
+                         "at": last_offload.created_at.isoformat()} if last_offload else None,
+    }
+
+
+def chunk_view(chunk: ChunkRow) -> dict[str, Any]:
+    return {
+        "chunk_id": chunk.id,
+        "session_id": chunk.session_id,
+        "kind": chunk.kind,
+        "turn_range": [chunk.turn_start, chunk.turn_end],
+        "roles": chunk.roles,
+        "first_ts": chunk.first_ts.isoformat(),
+        "last_ts": chunk.last_ts.isoformat(),
+        "tokens": chunk.tokens,
+        "summary_hint": chunk.summary_hint,
+        "embedding_model": chunk.embedding_model,
+        "needs_embedding": chunk.needs_embedding,
+        "content_hash": chunk.content_hash,
+        "raw_text": chunk.raw_text,
+    }
+
+
+async def read_chunk(
+    ctx: ServiceContext, tenant_id: str, session_id: str, chunk_id: str
+) -> dict[str, Any]:
+    async with ctx.database.transaction() as db:
+        await _owned_session(db, tenant_id, session_id)
+        chunk = await chunk_store.get_chunk(db, session_id, chunk_id)
+    if chunk is None:
+        raise ChunkNotFound("no such chunk in this session", chunk_id=chunk_id)
+    return chunk_view(chunk)

@@ -1,0 +1,279 @@
+"""Planning a turn, with no I/O: what to store, what to offload, what the prompt becomes.
+
+The plan is computed from a snapshot read outside any transaction; the write step re-checks
+the session version, so a plan never outlives the state it was made from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from app.core import budget as policy_math
+from app.core.budget import Budget, Level, Policy
+from app.core.chunker import (
+    as_budget_unit,
+    build_chunks,
+    group_units,
+    make_stub,
+    oversize_chunk,
+    oversize_limit,
+)
+from app.core.ports import TokenCounter
+from app.core.tokens import (
+    calibrated,
+    count_message,
+    count_system,
+    prompt_tokens,
+    update_calibration,
+    window_for_model,
+)
+from app.core.types import ChunkDraft, Message, WindowMessage
+from app.errors import (
+    InvalidPolicyOverride,
+    InvalidWindow,
+    OrphanToolResult,
+    UnknownModel,
+)
+from app.settings import Settings
+
+POLICY_FIELDS = (
+    "offload_ratio", "emergency_ratio", "target_ratio", "floor_turns", "floor_tokens",
+    "cooldown_turns",
+)
+
+
+@dataclass(frozen=True)
+class TurnInput:
+    session_id: str
+    messages: Sequence[Message]
+    tenant_id: str
+    system: str | None = None
+    tools: list[Any] | None = None
+    model: str | None = None
+    context_window: int | None = None
+    reserve_tokens: int | None = None
+    policy: dict[str, Any] | None = None
+    recall: str = "auto"
+    observed_prompt_tokens: int | None = None
+    idempotency_key: str | None = None
+    request_hash: str = ""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The session as read before planning (`exists` False for a session's first turn)."""
+
+    exists: bool
+    tenant_id: str
+    version: int = 0
+    turn_count: int = 0
+    next_seq: int = 1
+    model: str | None = None
+    context_window: int | None = None
+    reserve_tokens: int | None = None
+    system_prompt: str | None = None
+    tools: list[Any] | None = None
+    c0_tokens: int = 0
+    policy: dict[str, Any] = field(default_factory=dict)
+    calibration_ratio: float = 1.0
+    last_prompt_estimate: int | None = None
+    last_offload_turn: int | None = None
+    window: Sequence[WindowMessage] = ()
+    notes_text: str | None = None
+    notes_tokens: int = 0
+    has_chunks: bool = False
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    """The session's sticky settings after this turn's overrides."""
+
+    model: str | None
+    context_window_override: int | None
+    reserve_tokens: int | None
+    system_prompt: str | None
+    tools: list[Any] | None
+    c0_tokens: int
+    policy_overrides: dict[str, Any]
+    policy: Policy
+    budget: Budget
+
+
+@dataclass(frozen=True)
+class TurnPlan:
+    turn: int
+    config: SessionConfig
+    new_messages: list[WindowMessage]
+    oversize_drafts: list[ChunkDraft]
+    offload_drafts: list[ChunkDraft]
+    chunk_of: dict[int, str]
+    window_after: list[WindowMessage]
+    estimate_before: int
+    estimate_after: int
+    calibration_ratio: float
+    level: Level
+    floor_yielded: bool
+
+    @property
+    def prompt_tokens_before(self) -> int:
+        return calibrated(self.estimate_before, self.calibration_ratio)
+
+    @property
+    def prompt_tokens_after(self) -> int:
+        return calibrated(self.estimate_after, self.calibration_ratio)
+
+    @property
+    def offloaded(self) -> bool:
+        return bool(self.offload_drafts)
+
+
+def resolve_config(
+    inp: TurnInput, snap: Snapshot, counter: TokenCounter, settings: Settings
+) -> SessionConfig:
+    model = inp.model or snap.model or settings.default_model
+    window = inp.context_window or snap.context_window or window_for_model(model)
+    if window is None:
+        raise UnknownModel(
+            f"no context window is known for model {model!r}; send context_window",
+            field="context_window", model=model,
+        )
+    reserve_override = inp.reserve_tokens if inp.reserve_tokens is not None else snap.reserve_tokens
+    reserve = policy_math.resolve_reserve(
+        window, reserve_override, settings.budget.reserve_tokens,
+        settings.budget.reserve_max_fraction,
+    )
+    if reserve >= window:
+        raise InvalidWindow(
+            "reserve_tokens must be smaller than context_window",
+            field="reserve_tokens", reserve_tokens=reserve, context_window=window,
+        )
+    overrides = {**snap.policy, **(inp.policy or {})}
+    defaults = {name: getattr(settings.budget, name) for name in POLICY_FIELDS}
+    try:
+        policy = Policy(**{**defaults, **overrides})
+    except policy_math.InvalidPolicy as error:
+        raise InvalidPolicyOverride(str(error), field="policy", policy=overrides) from error
+    system = inp.system if inp.system is not None else snap.system_prompt
+    tools = inp.tools if inp.tools is not None else snap.tools
+    c0 = snap.c0_tokens
+    if inp.system is not None or inp.tools is not None or not snap.exists:
+        c0 = count_system(counter, system, tools)
+    return SessionConfig(
+        model=model, context_window_override=inp.context_window or snap.context_window,
+        reserve_tokens=reserve_override,
+        system_prompt=system, tools=tools, c0_tokens=c0, policy_overrides=overrides,
+        policy=policy, budget=Budget(window, reserve),
+    )
+
+
+def check_tool_results(window: Sequence[WindowMessage], messages: Sequence[Message]) -> None:
+    """Every tool result must answer an assistant call that is still waiting for it."""
+    open_calls: set[str] = set()
+    for item in window:
+        open_calls.update(call.id for call in item.message.tool_calls or [])
+        if item.message.role == "tool":
+            open_calls.discard(item.message.tool_call_id or "")
+    for index, message in enumerate(messages):
+        open_calls.update(call.id for call in message.tool_calls or [])
+        if message.role != "tool":
+            continue
+        if message.tool_call_id not in open_calls:
+            raise OrphanToolResult(
+                f"messages[{index}] answers tool_call_id {message.tool_call_id!r}, "
+                "but no assistant message in the window or earlier in this turn made that call",
+                field=f"messages[{index}].tool_call_id", tool_call_id=message.tool_call_id,
+            )
+        open_calls.discard(message.tool_call_id)
+
+
+def stage_messages(
+    inp: TurnInput,
+    snap: Snapshot,
+    config: SessionConfig,
+    counter: TokenCounter,
+    settings: Settings,
+    now: datetime,
+    new_id: Callable[[], str],
+) -> tuple[list[WindowMessage], list[ChunkDraft]]:
+    """Numbers the new messages and moves oversize ones to chunks of their own at once."""
+    turn = snap.turn_count + 1
+    limit = oversize_limit(
+        config.budget.available, settings.budget.oversize_fraction,
+        settings.budget.oversize_max_tokens,
+    )
+    staged: list[WindowMessage] = []
+    drafts: list[ChunkDraft] = []
+    for offset, message in enumerate(inp.messages):
+        item = WindowMessage(
+            seq=snap.next_seq + offset, turn=turn, message=message,
+            tokens=count_message(counter, message), created_at=now,
+        )
+        if item.tokens > limit and message.content:
+            chunk_id = new_id()
+            drafts.append(oversize_chunk(item, counter, chunk_id))
+            stub = make_stub(
+                chunk_id, message.content, item.tokens, settings.budget.stub_head_lines,
+                settings.budget.stub_tail_lines,
+            )
+            stubbed = message.model_copy(update={"content": stub})
+            item = replace(
+                item, message=stubbed, tokens=count_message(counter, stubbed),
+                stub_chunk_id=chunk_id,
+            )
+        staged.append(item)
+    return staged, drafts
+
+
+def _calibration(inp: TurnInput, snap: Snapshot, settings: Settings) -> float:
+    if inp.observed_prompt_tokens is None or snap.last_prompt_estimate is None:
+        return snap.calibration_ratio
+    return update_calibration(
+        snap.calibration_ratio, inp.observed_prompt_tokens, snap.last_prompt_estimate,
+        alpha=settings.budget.calibration_alpha, lower=settings.budget.calibration_min,
+        upper=settings.budget.calibration_max,
+    )
+
+
+def plan_turn(
+    inp: TurnInput,
+    snap: Snapshot,
+    counter: TokenCounter,
+    settings: Settings,
+    now: datetime,
+    new_id: Callable[[], str],
+) -> TurnPlan:
+    """Validates the turn and decides everything it will write. Raises before any write."""
+    config = resolve_config(inp, snap, counter, settings)
+    check_tool_results(snap.window, inp.messages)
+    staged, oversize = stage_messages(inp, snap, config, counter, settings, now, new_id)
+    turn = snap.turn_count + 1
+    ratio = _calibration(inp, snap, settings)
+    window = [*snap.window, *staged]
+    estimate = prompt_tokens([config.c0_tokens, snap.notes_tokens, *(m.tokens for m in window)])
+    usage = calibrated(estimate, ratio)
+    level = policy_math.level_for(usage, config.budget, config.policy)
+    cooling = policy_math.in_cooldown(turn, snap.last_offload_turn, config.policy)
+    chosen: list[list[WindowMessage]] = []
+    floor_yielded = False
+    if policy_math.should_offload(level, cooling):
+        groups = group_units(window)
+        units = [as_budget_unit(group, turn, ratio) for group in groups]
+        offload = policy_math.plan_offload(units, usage, config.budget, config.policy)
+        chosen = groups[: len(offload.units)]
+        floor_yielded = offload.floor_yielded
+    drafts = build_chunks(
+        chosen, counter, min_tokens=settings.chunks.min_tokens,
+        max_tokens=settings.chunks.max_tokens, new_id=new_id,
+    )
+    chunk_of = {seq: draft.id for draft in drafts for seq in draft.seqs}
+    window_after = [m for m in window if m.seq not in chunk_of]
+    freed = sum(m.tokens for m in window if m.seq in chunk_of)
+    return TurnPlan(
+        turn=turn, config=config, new_messages=staged, oversize_drafts=oversize,
+        offload_drafts=drafts, chunk_of=chunk_of, window_after=window_after,
+        estimate_before=estimate, estimate_after=estimate - freed, calibration_ratio=ratio,
+        level=level, floor_yielded=floor_yielded,
+    )

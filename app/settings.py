@@ -1,0 +1,90 @@
+"""Settings: every policy number lives here, grouped, read from the environment.
+
+Environment variables use the `EBBTIDE_` prefix and `__` between a group and its field
+(`EBBTIDE_BUDGET__OFFLOAD_RATIO=0.75`). Three plain names are accepted as well because the
+README and container platforms use them: `DATABASE_URL`, `HOST` and `PORT`.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, BaseModel, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class BudgetSettings(BaseModel):
+    """Watermark policy (DESIGN §2). Ratios are of the budget C − r."""
+
+    offload_ratio: float = Field(0.80, gt=0, lt=1)
+    emergency_ratio: float = Field(0.95, gt=0, le=1)
+    target_ratio: float = Field(0.65, gt=0, lt=1)
+    floor_turns: int = Field(12, ge=1)
+    floor_tokens: int = Field(6000, ge=0)
+    cooldown_turns: int = Field(2, ge=0)
+    reserve_tokens: int = Field(4096, ge=0, description="Output + safety reserve r.")
+    reserve_max_fraction: float = Field(
+        0.25, gt=0, lt=1, description="r never takes more than this share of a small window."
+    )
+    oversize_fraction: float = Field(
+        0.25, gt=0, le=1, description="A single message above this share of C − r is stubbed."
+    )
+    oversize_max_tokens: int = Field(
+        4000, ge=1, description="...and above this many tokens in any window."
+    )
+    calibration_alpha: float = Field(0.3, gt=0, le=1)
+    calibration_min: float = Field(0.5, gt=0)
+    calibration_max: float = Field(2.0, gt=0)
+    stub_head_lines: int = Field(5, ge=0)
+    stub_tail_lines: int = Field(3, ge=0)
+
+
+class ChunkSettings(BaseModel):
+    min_tokens: int = Field(200, ge=1)
+    max_tokens: int = Field(1200, ge=1)
+
+
+class EmbedderSettings(BaseModel):
+    kind: Literal["local", "hash"] = "local"
+    dimension: int = Field(384, ge=1)
+
+
+class LimitSettings(BaseModel):
+    max_body_bytes: int = Field(4_000_000, ge=1)
+    max_messages_per_turn: int = Field(64, ge=1)
+    max_message_chars: int = Field(1_000_000, ge=1)
+    max_session_id_chars: int = Field(128, ge=1)
+
+
+class DatabaseSettings(BaseModel):
+    pool_size: int = Field(10, ge=1)
+    turn_retries: int = Field(
+        5, ge=1, description="Re-plans of a turn when another turn of the session won the race."
+    )
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="EBBTIDE_", env_nested_delimiter="__", extra="ignore", populate_by_name=True
+    )
+
+    database_url: str | None = Field(
+        None, validation_alias=AliasChoices("DATABASE_URL", "EBBTIDE_DATABASE_URL")
+    )
+    data_dir: Path = Field(Path(".ebbtide"), description="Embedded Postgres lives here.")
+    host: str = Field("127.0.0.1", validation_alias=AliasChoices("HOST", "EBBTIDE_HOST"))
+    port: int = Field(8000, validation_alias=AliasChoices("PORT", "EBBTIDE_PORT"))
+    default_model: str | None = None
+
+    budget: BudgetSettings = BudgetSettings()
+    chunks: ChunkSettings = ChunkSettings()
+    embedder: EmbedderSettings = EmbedderSettings()
+    limits: LimitSettings = LimitSettings()
+    db: DatabaseSettings = DatabaseSettings()
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,1 @@
+"""Postgres + pgvector persistence: models, repositories, engine, embedded server."""

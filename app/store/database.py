@@ -1,0 +1,81 @@
+"""Engine, sessionmaker and the unit of work.
+
+One transaction per write: services call `database.transaction()`, repositories only flush.
+Connection failures surface as `DatabaseUnavailable` so the API answers 503, never 500.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from sqlalchemy import exc, text
+from sqlalchemy.ext.asyncio import (
+    AsyncConnection,
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
+
+from app.errors import DatabaseUnavailable
+
+
+def async_url(url: str) -> str:
+    """SQLAlchemy URL with the psycopg 3 async driver."""
+    for prefix in ("postgresql+psycopg://", "postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def _is_connection_failure(error: exc.DBAPIError) -> bool:
+    return error.connection_invalidated or isinstance(
+        error, exc.OperationalError | exc.InterfaceError
+    )
+
+
+class Database:
+    """Owns the engine. Tests bind it to one connection inside an outer transaction
+    (`Database.bound`) so each test rolls back whatever the code under test committed."""
+
+    def __init__(self, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession]) -> None:
+        self.engine = engine
+        self._sessions = sessions
+
+    @classmethod
+    def connect(cls, url: str, *, pool_size: int = 10) -> Database:
+        engine = create_async_engine(async_url(url), pool_size=pool_size, pool_pre_ping=True)
+        return cls(engine, async_sessionmaker(engine, expire_on_commit=False))
+
+    @classmethod
+    def bound(cls, connection: AsyncConnection) -> Database:
+        sessions = async_sessionmaker(
+            bind=connection, expire_on_commit=False, join_transaction_mode="create_savepoint"
+        )
+        return cls(connection.engine, sessions)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncSession]:
+        """Commits when the block ends, rolls back when it raises."""
+        try:
+            async with self._sessions() as session, session.begin():
+                yield session
+        except exc.DBAPIError as error:
+            if _is_connection_failure(error):
+                raise DatabaseUnavailable(
+                    "the database is unavailable; retry with the same Idempotency-Key"
+                ) from error
+            raise
+
+    async def ping(self) -> bool:
+        try:
+            async with self.transaction() as session:
+                await session.execute(text("SELECT 1"))
+        except DatabaseUnavailable:
+            return False
+        return True
+
+    async def dispose(self) -> None:
+        await self.engine.dispose()
+

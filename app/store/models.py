@@ -1,0 +1,192 @@
+"""Tables (DESIGN §7). Every table but `tenants` carries `session_id`, and every hot-path query
+filters on it, so the schema distributes by session on Citus unchanged (`tenants` would be a
+reference table). Alembic owns the schema; `alembic check` keeps these models and the
+migrations in agreement."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    func,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+EMBEDDING_DIMENSION = 384
+DEFAULT_TENANT = "local"
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {dict[str, Any]: JSONB, datetime: DateTime(timezone=True)}
+
+
+def _created_at() -> Mapped[datetime]:
+    return mapped_column(server_default=func.now())
+
+
+def _session_fk() -> Mapped[str]:
+    return mapped_column(
+        String(128), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+
+
+class Tenant(Base):
+    __tablename__ = "tenants"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(256))
+    created_at: Mapped[datetime] = _created_at()
+
+
+class SessionRow(Base):
+    __tablename__ = "sessions"
+
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(String(64), ForeignKey("tenants.id"), index=True)
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    turn_count: Mapped[int] = mapped_column(Integer, default=0)
+    next_seq: Mapped[int] = mapped_column(Integer, default=1)
+    model: Mapped[str | None] = mapped_column(String(256))
+    context_window: Mapped[int | None] = mapped_column(Integer)
+    reserve_tokens: Mapped[int | None] = mapped_column(Integer)
+    system_prompt: Mapped[str | None] = mapped_column(Text)
+    tools: Mapped[list[Any] | None] = mapped_column(JSONB)
+    c0_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    policy: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    calibration_ratio: Mapped[float] = mapped_column(Float, default=1.0)
+    last_prompt_estimate: Mapped[int | None] = mapped_column(Integer)
+    last_offload_turn: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = _created_at()
+    updated_at: Mapped[datetime] = mapped_column(server_default=func.now(), onupdate=func.now())
+
+
+class MessageRow(Base):
+    """A posted message. Its text lives in exactly one place: here while in the window, in
+    its chunk once offloaded (content cleared). An oversize message keeps only its stub here
+    and its text in chunk `stub_chunk_id` from the start."""
+
+    __tablename__ = "messages"
+    __table_args__ = (Index(None, "session_id", "state", "seq"),)
+
+    session_id: Mapped[str] = _session_fk()
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    turn: Mapped[int] = mapped_column(Integer)
+    role: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str | None] = mapped_column(Text)
+    name: Mapped[str | None] = mapped_column(String(256))
+    tool_calls: Mapped[list[Any] | None] = mapped_column(JSONB)
+    tool_call_id: Mapped[str | None] = mapped_column(String(256))
+    tokens: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16))
+    chunk_id: Mapped[str | None] = mapped_column(String(40))
+    stub_chunk_id: Mapped[str | None] = mapped_column(String(40))
+    created_at: Mapped[datetime] = _created_at()
+
+
+class ChunkRow(Base):
+    __tablename__ = "chunks"
+    __table_args__ = (
+        Index(None, "session_id", "turn_start"),
+        Index(
+            "ix_chunks_embedding_hnsw",
+            "embedding",
+            postgresql_using="hnsw",
+            postgresql_ops={"embedding": "vector_cosine_ops"},
+        ),
+        Index("ix_chunks_lexical_gin", "lexical", postgresql_using="gin"),
+    )
+
+    session_id: Mapped[str] = _session_fk()
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    turn_start: Mapped[int] = mapped_column(Integer)
+    turn_end: Mapped[int] = mapped_column(Integer)
+    seq_start: Mapped[int] = mapped_column(Integer)
+    seq_end: Mapped[int] = mapped_column(Integer)
+    roles: Mapped[list[str]] = mapped_column(ARRAY(String(16)))
+    first_ts: Mapped[datetime]
+    last_ts: Mapped[datetime]
+    raw_text: Mapped[str] = mapped_column(Text)
+    tokens: Mapped[int] = mapped_column(Integer)
+    summary_hint: Mapped[str] = mapped_column(Text)
+    embedding: Mapped[list[float] | None] = mapped_column(Vector(EMBEDDING_DIMENSION))
+    embedding_model: Mapped[str | None] = mapped_column(String(128))
+    needs_embedding: Mapped[bool] = mapped_column(Boolean, default=False)
+    lexical: Mapped[str] = mapped_column(TSVECTOR)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = _created_at()
+
+
+class NoteRow(Base):
+    """C2: the scratchpad of one session."""
+
+    __tablename__ = "notes"
+
+    session_id: Mapped[str] = _session_fk()
+    body: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    rendered: Mapped[str] = mapped_column(Text, default="")
+    tokens: Mapped[int] = mapped_column(Integer, default=0)
+    needs_rebuild: Mapped[bool] = mapped_column(Boolean, default=False)
+    updated_at: Mapped[datetime] = mapped_column(server_default=func.now(), onupdate=func.now())
+
+
+class FactRow(Base):
+    """A key fact with its source; never rewritten, only superseded."""
+
+    __tablename__ = "facts"
+
+    session_id: Mapped[str] = _session_fk()
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    text: Mapped[str] = mapped_column(Text)
+    source_turn: Mapped[int] = mapped_column(Integer)
+    source_seq: Mapped[int | None] = mapped_column(Integer)
+    confirmed_at_turn: Mapped[int] = mapped_column(Integer)
+    superseded_by: Mapped[int | None] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = _created_at()
+
+
+class EventRow(Base):
+    __tablename__ = "events"
+
+    session_id: Mapped[str] = _session_fk()
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    turn: Mapped[int | None] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(32))
+    payload: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = _created_at()
+
+
+class IdempotencyRow(Base):
+    """The first response to a turn, replayed to retries with the same key."""
+
+    __tablename__ = "idempotency"
+
+    session_id: Mapped[str] = _session_fk()
+    key: Mapped[str] = mapped_column(String(256), primary_key=True)
+    request_hash: Mapped[str] = mapped_column(String(64))
+    response: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime] = _created_at()

@@ -1,0 +1,118 @@
+"""Sessions and their messages. Repositories flush; the caller's unit of work commits."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from sqlalchemy import func, select, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.core.types import Message, MessageState, WindowMessage
+from app.store.models import DEFAULT_TENANT, ChunkRow, MessageRow, NoteRow, SessionRow
+
+
+async def get_session(db: AsyncSession, session_id: str) -> SessionRow | None:
+    return await db.get(SessionRow, session_id)
+
+
+async def lock_session(db: AsyncSession, session_id: str) -> SessionRow | None:
+    """The session row under `SELECT … FOR UPDATE`: turns of one session are serialised."""
+    result = await db.execute(
+        select(SessionRow).where(SessionRow.id == session_id).with_for_update()
+    )
+    return result.scalar_one_or_none()
+
+
+async def create_session(
+    db: AsyncSession, session_id: str, tenant_id: str = DEFAULT_TENANT
+) -> bool:
+    """Inserts an empty session; False when another turn created it first."""
+    result = await db.execute(
+        insert(SessionRow)
+        .values(id=session_id, tenant_id=tenant_id, version=0, turn_count=0, next_seq=1,
+                c0_tokens=0, policy={}, calibration_ratio=1.0)
+        .on_conflict_do_nothing(index_elements=[SessionRow.id])
+    )
+    return bool(getattr(result, "rowcount", 0))
+
+
+def _window_message(row: MessageRow) -> WindowMessage:
+    message = Message(
+        role=row.role,  # type: ignore[arg-type]  # stored roles were validated on the way in
+        content=row.content,
+        name=row.name,
+        tool_calls=row.tool_calls,  # type: ignore[arg-type]
+        tool_call_id=row.tool_call_id,
+    )
+    return WindowMessage(
+        seq=row.seq, turn=row.turn, message=message, tokens=row.tokens,
+        created_at=row.created_at, stub_chunk_id=row.stub_chunk_id,
+    )
+
+
+async def window_messages(db: AsyncSession, session_id: str) -> list[WindowMessage]:
+    """C1, oldest first."""
+    result = await db.execute(
+        select(MessageRow)
+        .where(MessageRow.session_id == session_id, MessageRow.state == MessageState.WINDOW)
+        .order_by(MessageRow.seq)
+    )
+    return [_window_message(row) for row in result.scalars()]
+
+
+async def insert_messages(
+    db: AsyncSession, session_id: str, messages: Sequence[WindowMessage]
+) -> None:
+    db.add_all(
+        MessageRow(
+            session_id=session_id, seq=item.seq, turn=item.turn, role=item.message.role,
+            content=item.message.content, name=item.message.name,
+            tool_calls=[c.model_dump() for c in item.message.tool_calls]
+            if item.message.tool_calls else None,
+            tool_call_id=item.message.tool_call_id, tokens=item.tokens,
+            state=MessageState.WINDOW, stub_chunk_id=item.stub_chunk_id,
+            created_at=item.created_at,
+        )
+        for item in messages
+    )
+    await db.flush()
+
+
+async def mark_offloaded(db: AsyncSession, session_id: str, chunk_of: Mapping[int, str]) -> None:
+    """Moves messages to C3: their text now lives only in the named chunk."""
+    by_chunk: dict[str, list[int]] = {}
+    for seq, chunk_id in chunk_of.items():
+        by_chunk.setdefault(chunk_id, []).append(seq)
+    for chunk_id, seqs in by_chunk.items():
+        await db.execute(
+            update(MessageRow)
+            .where(MessageRow.session_id == session_id, MessageRow.seq.in_(seqs))
+            .values(state=MessageState.OFFLOADED, chunk_id=chunk_id, content=None,
+                    tool_calls=None)
+        )
+
+
+async def notes_for(db: AsyncSession, session_id: str) -> NoteRow | None:
+    return await db.get(NoteRow, session_id)
+
+
+async def counts(db: AsyncSession, session_id: str) -> dict[str, int]:
+    """Message counts by state and the number of chunks."""
+    rows = await db.execute(
+        select(MessageRow.state, func.count(), func.coalesce(func.sum(MessageRow.tokens), 0))
+        .where(MessageRow.session_id == session_id)
+        .group_by(MessageRow.state)
+    )
+    result = {"window_messages": 0, "window_tokens": 0, "offloaded_messages": 0}
+    for state, count, tokens in rows.all():
+        if state == MessageState.WINDOW:
+            result["window_messages"], result["window_tokens"] = count, int(tokens)
+        else:
+            result["offloaded_messages"] = count
+    chunks = await db.scalar(
+        select(func.count()).select_from(ChunkRow).where(ChunkRow.session_id == session_id)
+    )
+    result["chunks"] = int(chunks or 0)
+    return result
+

@@ -1,0 +1,85 @@
+"""Test infrastructure: one real embedded Postgres + pgvector for the run, one database per
+pytest-xdist worker migrated by Alembic, and each test inside a transaction rolled back at
+its end (the code under test commits to a savepoint)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from app.main import create_app
+from app.providers.fakes import CountingEmbedder
+from app.providers.tokenizer import default_counter
+from app.services.context import ServiceContext
+from app.settings import Settings
+from app.store.database import Database, async_url
+from app.store.embedded import drop_database, ensure_database, start_embedded
+from app.store.migrate import upgrade_head
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def database_url() -> Iterator[str]:
+    """A freshly migrated database for this worker."""
+    data_dir = Path(os.environ.get("EBBTIDE_TEST_DATA_DIR", PROJECT_ROOT / ".ebbtide-test"))
+    admin_url = start_embedded(data_dir, database="postgres")
+    name = f"ebbtide_test_{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
+    drop_database(admin_url, name)
+    ensure_database(admin_url, name)
+    url = admin_url.replace("/postgres?", f"/{name}?")
+    upgrade_head(url)
+    yield url
+    drop_database(admin_url, name)
+
+
+@pytest.fixture(scope="session")
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = create_async_engine(async_url(database_url))
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+async def connection(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """The test's connection, inside a transaction that is rolled back at the end."""
+    async with engine.connect() as connection:
+        transaction = await connection.begin()
+        yield connection
+        await transaction.rollback()
+
+
+@pytest.fixture
+def database(connection: AsyncConnection) -> Database:
+    return Database.bound(connection)
+
+
+def make_settings(**overrides: object) -> Settings:
+    """Settings for tests: the database URL is unused (the context is bound)."""
+    return Settings(database_url="postgresql://bound-in-tests", **overrides)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def embedder() -> CountingEmbedder:
+    return CountingEmbedder()
+
+
+@pytest.fixture
+def ctx(database: Database, embedder: CountingEmbedder) -> ServiceContext:
+    return ServiceContext(
+        database=database, counter=default_counter(), embedder=embedder,
+        settings=make_settings(),
+    )
+
+
+@pytest.fixture
+async def client(ctx: ServiceContext) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(context=ctx)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://ebbtide.test") as client:
+        yield client
