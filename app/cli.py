@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 from pathlib import Path
 
 from app.settings import Settings, get_settings
@@ -27,15 +28,26 @@ def _migrate(settings: Settings) -> str:
     return url
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    # uvicorn re-raises the signal after its graceful shutdown; exiting through SystemExit
+    # (not the default kill) runs the atexit hook that stops the embedded Postgres.
+    raise SystemExit(0)
+
+
 def serve(settings: Settings) -> None:
     import uvicorn
 
     from app.main import create_app
 
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     url = _migrate(settings)
     print(f"ebbtide: database migrated; serving on http://{settings.host}:{settings.port}")
-    uvicorn.run(create_app(settings=settings, database_url=url), host=settings.host,
-                port=settings.port, log_level=os.environ.get("EBBTIDE_LOG_LEVEL", "info"))
+    uvicorn.run(
+        create_app(settings=settings, database_url=url),
+        host=settings.host,
+        port=settings.port,
+        log_level=os.environ.get("EBBTIDE_LOG_LEVEL", "info"),
+    )
 
 
 def write_openapi(path: Path) -> None:

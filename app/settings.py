@@ -39,11 +39,11 @@ class BudgetSettings(BaseModel):
     calibration_max: float = Field(2.0, gt=0)
     stub_head_lines: int = Field(5, ge=0)
     stub_tail_lines: int = Field(3, ge=0)
+    stub_line_chars: int = Field(160, ge=10)
 
 
 class ChunkSettings(BaseModel):
-    min_tokens: int = Field(200, ge=1)
-    max_tokens: int = Field(1200, ge=1)
+    max_tokens: int = Field(1200, ge=1, description="Offload chunks are packed up to this.")
 
 
 class EmbedderSettings(BaseModel):

@@ -28,7 +28,11 @@ def tool(call_id: str, content: str) -> Message:
 
 def make_window_message(**overrides: Any) -> WindowMessage:
     values: dict[str, Any] = {
-        "seq": 1, "turn": 1, "message": user("hello"), "tokens": 10, "created_at": T0,
+        "seq": 1,
+        "turn": 1,
+        "message": user("hello"),
+        "tokens": 10,
+        "created_at": T0,
     }
     values.update(overrides)
     return WindowMessage(**values)

@@ -72,7 +72,9 @@ def embedder() -> CountingEmbedder:
 @pytest.fixture
 def ctx(database: Database, embedder: CountingEmbedder) -> ServiceContext:
     return ServiceContext(
-        database=database, counter=default_counter(), embedder=embedder,
+        database=database,
+        counter=default_counter(),
+        embedder=embedder,
         settings=make_settings(),
     )
 

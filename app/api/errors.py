@@ -54,7 +54,7 @@ def error_response(status: int, code: str, message: str, details: Any = None) ->
 def status_for(error: errors.DomainError) -> int:
     for cls in type(error).__mro__:
         if cls in STATUS_BY_ERROR:
-            return STATUS_BY_ERROR[cls]  # type: ignore[index]
+            return STATUS_BY_ERROR[cls]
     return 400
 
 
@@ -75,11 +75,13 @@ async def _validation_error(_: Request, error: Exception) -> JSONResponse:
         for item in error.errors()
     ]
     if any(item.get("type") == "json_invalid" for item in error.errors()):
-        return error_response(400, "malformed_json", "the body is not valid JSON",
-                              {"problems": problems})
+        return error_response(
+            400, "malformed_json", "the body is not valid JSON", {"problems": problems}
+        )
     first = problems[0] if problems else {"field": "body", "problem": "invalid"}
-    return error_response(422, "invalid_request", f"{first['field']}: {first['problem']}",
-                          {"problems": problems})
+    return error_response(
+        422, "invalid_request", f"{first['field']}: {first['problem']}", {"problems": problems}
+    )
 
 
 async def _http_error(_: Request, error: Exception) -> JSONResponse:
@@ -123,7 +125,9 @@ class BodySizeLimit:
 
     async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
         response = error_response(
-            413, "body_too_large", f"the request body is larger than {self.max_bytes} bytes",
+            413,
+            "body_too_large",
+            f"the request body is larger than {self.max_bytes} bytes",
             {"max_bytes": self.max_bytes},
         )
         await response(scope, receive, send)

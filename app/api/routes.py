@@ -36,13 +36,16 @@ def _check_limits(body: TurnRequest, ctx: ServiceContext) -> None:
     if len(body.messages) > limits.max_messages_per_turn:
         raise TooManyMessages(
             f"a turn carries at most {limits.max_messages_per_turn} messages",
-            field="messages", limit=limits.max_messages_per_turn, got=len(body.messages),
+            field="messages",
+            limit=limits.max_messages_per_turn,
+            got=len(body.messages),
         )
     for index, message in enumerate(body.messages):
         if message.content and len(message.content) > limits.max_message_chars:
             raise MessageTooLarge(
                 f"messages[{index}].content is longer than {limits.max_message_chars} characters",
-                field=f"messages[{index}].content", limit=limits.max_message_chars,
+                field=f"messages[{index}].content",
+                limit=limits.max_message_chars,
             )
 
 
@@ -51,8 +54,12 @@ def _request_hash(body: TurnRequest) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-@router.post("/sessions/{session_id}/turn", response_model=TurnResponse,
-             responses=ERROR_RESPONSES, tags=["turns"])
+@router.post(
+    "/sessions/{session_id}/turn",
+    response_model=TurnResponse,
+    responses=ERROR_RESPONSES,
+    tags=["turns"],
+)
 async def post_turn(
     session_id: SessionId,
     body: TurnRequest,
@@ -63,25 +70,40 @@ async def post_turn(
     """Store this turn's messages and answer with the prompt to send to the model."""
     _check_limits(body, ctx)
     turn = TurnInput(
-        session_id=session_id, tenant_id=tenant, messages=body.messages, system=body.system,
-        tools=body.tools, model=body.model, context_window=body.context_window,
+        session_id=session_id,
+        tenant_id=tenant,
+        messages=body.messages,
+        system=body.system,
+        tools=body.tools,
+        model=body.model,
+        context_window=body.context_window,
         reserve_tokens=body.reserve_tokens,
         policy=body.policy.model_dump(exclude_none=True) if body.policy else None,
-        recall=body.recall, observed_prompt_tokens=body.observed_prompt_tokens,
-        idempotency_key=idempotency_key, request_hash=_request_hash(body),
+        recall=body.recall,
+        observed_prompt_tokens=body.observed_prompt_tokens,
+        idempotency_key=idempotency_key,
+        request_hash=_request_hash(body),
     )
     return await run_turn(ctx, turn)
 
 
-@router.get("/sessions/{session_id}/status", response_model=StatusView,
-            responses=ERROR_RESPONSES, tags=["sessions"])
+@router.get(
+    "/sessions/{session_id}/status",
+    response_model=StatusView,
+    responses=ERROR_RESPONSES,
+    tags=["sessions"],
+)
 async def get_status(session_id: SessionId, ctx: Context, tenant: Tenant) -> dict[str, Any]:
     """Watermark, level, counts, notes and the last offload of a session."""
     return await session_status(ctx, tenant, session_id)
 
 
-@router.get("/sessions/{session_id}/chunks/{chunk_id}", response_model=ChunkView,
-            responses=ERROR_RESPONSES, tags=["sessions"])
+@router.get(
+    "/sessions/{session_id}/chunks/{chunk_id}",
+    response_model=ChunkView,
+    responses=ERROR_RESPONSES,
+    tags=["sessions"],
+)
 async def get_chunk(
     session_id: SessionId,
     chunk_id: Annotated[str, Path(max_length=40)],

@@ -3,9 +3,8 @@
 Policy and invariants:
 - Units stay whole: an assistant message with `tool_calls` and the `tool` results that answer
   it form one unit, never split across C1/C3 or across two chunks.
-- Chunks are packed from consecutive units up to `max_tokens`; a unit larger than that is a
-  chunk of its own. A trailing chunk below `min_tokens` joins the previous one when the two
-  fit in `max_tokens`.
+- Chunks are packed greedily from consecutive units up to `max_tokens`; a unit larger than
+  that is a chunk of its own.
 - Every message's content appears verbatim in its chunk's `raw_text`, under a header line
   `[turn N · role · timestamp]`; tool calls are written as JSON so they are verbatim too.
 - An oversize message becomes a chunk of its own at once; the window keeps a stub that names
@@ -71,7 +70,7 @@ def _timestamp(moment: datetime) -> str:
 def render_message(item: WindowMessage) -> str:
     """The message as it is kept in a chunk: a header line, then the text verbatim."""
     message = item.message
-    label = message.role
+    label: str = message.role
     if message.role == "tool":
         label = f"tool {message.tool_call_id}"
     elif message.name:
@@ -118,8 +117,9 @@ class _Pending:
     tokens: int
 
 
-def _pack(units: Sequence[Sequence[WindowMessage]], counter: TokenCounter, max_tokens: int,
-          min_tokens: int) -> list[_Pending]:
+def _pack(
+    units: Sequence[Sequence[WindowMessage]], counter: TokenCounter, max_tokens: int
+) -> list[_Pending]:
     packed: list[_Pending] = []
     for unit in units:
         tokens = counter.count("\n\n".join(render_message(m) for m in unit))
@@ -128,12 +128,6 @@ def _pack(units: Sequence[Sequence[WindowMessage]], counter: TokenCounter, max_t
             packed[-1].tokens += tokens
         else:
             packed.append(_Pending(list(unit), tokens))
-    if len(packed) >= 2 and packed[-1].tokens < min_tokens:
-        last = packed[-1]
-        if packed[-2].tokens + last.tokens <= max_tokens:
-            packed[-2].messages.extend(last.messages)
-            packed[-2].tokens += last.tokens
-            packed.pop()
     return packed
 
 
@@ -141,13 +135,12 @@ def build_chunks(
     units: Sequence[Sequence[WindowMessage]],
     counter: TokenCounter,
     *,
-    min_tokens: int,
     max_tokens: int,
     new_id: Callable[[], str],
 ) -> list[ChunkDraft]:
     """Packs consecutive units (oldest first) into offload chunks."""
     drafts: list[ChunkDraft] = []
-    for pending in _pack(units, counter, max_tokens, min_tokens):
+    for pending in _pack(units, counter, max_tokens):
         raw_text = "\n\n".join(render_message(m) for m in pending.messages)
         tokens = counter.count(raw_text)
         drafts.append(_draft(pending.messages, ChunkKind.OFFLOAD, raw_text, tokens, new_id()))
@@ -159,8 +152,15 @@ def oversize_limit(available: int, fraction: float, max_tokens: int) -> int:
     return max(1, min(int(fraction * available), max_tokens))
 
 
-def make_stub(chunk_id: str, text: str, tokens: int, head_lines: int, tail_lines: int) -> str:
-    """The window's stand-in for an oversize message: traceable by id, with head and tail."""
+def _clip(line: str, max_chars: int) -> str:
+    return line if len(line) <= max_chars else line[:max_chars] + " […]"
+
+
+def make_stub(
+    chunk_id: str, text: str, tokens: int, head_lines: int, tail_lines: int, max_line_chars: int
+) -> str:
+    """The window's stand-in for an oversize message: traceable by id, with its first and
+    last lines (each clipped, so one enormous line cannot rebuild the whole text)."""
     lines = text.splitlines()
     shown_head = lines[:head_lines]
     shown_tail = lines[max(head_lines, len(lines) - tail_lines) :] if tail_lines else []
@@ -168,11 +168,11 @@ def make_stub(chunk_id: str, text: str, tokens: int, head_lines: int, tail_lines
     parts = [
         f"[stored as chunk {chunk_id}: {tokens} tokens, {len(text)} characters, "
         f"{len(lines)} lines; fetch it with recall or GET /sessions/{{id}}/chunks/{chunk_id}]",
-        *shown_head,
+        *(_clip(line, max_line_chars) for line in shown_head),
     ]
     if omitted > 0:
         parts.append(f"[… {omitted} lines not shown …]")
-    parts.extend(shown_tail)
+    parts.extend(_clip(line, max_line_chars) for line in shown_tail)
     return "\n".join(parts)
 
 

@@ -10,6 +10,7 @@ import asyncio
 import hashlib
 import math
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any
 
 from app.core.lexical import lexical_terms
@@ -50,7 +51,7 @@ class LocalEmbedder:
 def hash_vector(text: str, dimension: int) -> list[float]:
     """Feature hashing of the lexical terms (CJK bigrams, words) and word bigrams."""
     terms = lexical_terms(text)
-    features = terms + [f"{a} {b}" for a, b in zip(terms, terms[1:], strict=False)]
+    features = terms + [f"{a} {b}" for a, b in pairwise(terms)]
     vector = [0.0] * dimension
     for feature in features:
         digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()

@@ -27,9 +27,7 @@ class SessionLocks:
     instead of racing to the version check; locks vanish when no turn holds them."""
 
     def __init__(self) -> None:
-        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
-            weakref.WeakValueDictionary()
-        )
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
     def for_session(self, session_id: str) -> asyncio.Lock:
         lock = self._locks.get(session_id)

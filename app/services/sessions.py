@@ -62,10 +62,20 @@ async def session_status(ctx: ServiceContext, tenant_id: str, session_id: str) -
         "model": row.model,
         **_watermark(ctx, row),
         "counts": counts,
-        "notes": {"text": notes.rendered, "tokens": notes.tokens,
-                  "needs_rebuild": notes.needs_rebuild} if notes else None,
-        "last_offload": {"turn": last_offload.turn, **last_offload.payload["offload"],
-                         "at": last_offload.created_at.isoformat()} if last_offload else None,
+        "notes": {
+            "text": notes.rendered,
+            "tokens": notes.tokens,
+            "needs_rebuild": notes.needs_rebuild,
+        }
+        if notes
+        else None,
+        "last_offload": {
+            "turn": last_offload.turn,
+            **last_offload.payload["offload"],
+            "at": last_offload.created_at.isoformat(),
+        }
+        if last_offload
+        else None,
     }
 
 

@@ -40,7 +40,11 @@ from app.errors import (
 from app.settings import Settings
 
 POLICY_FIELDS = (
-    "offload_ratio", "emergency_ratio", "target_ratio", "floor_turns", "floor_tokens",
+    "offload_ratio",
+    "emergency_ratio",
+    "target_ratio",
+    "floor_turns",
+    "floor_tokens",
     "cooldown_turns",
 )
 
@@ -138,17 +142,22 @@ def resolve_config(
     if window is None:
         raise UnknownModel(
             f"no context window is known for model {model!r}; send context_window",
-            field="context_window", model=model,
+            field="context_window",
+            model=model,
         )
     reserve_override = inp.reserve_tokens if inp.reserve_tokens is not None else snap.reserve_tokens
     reserve = policy_math.resolve_reserve(
-        window, reserve_override, settings.budget.reserve_tokens,
+        window,
+        reserve_override,
+        settings.budget.reserve_tokens,
         settings.budget.reserve_max_fraction,
     )
     if reserve >= window:
         raise InvalidWindow(
             "reserve_tokens must be smaller than context_window",
-            field="reserve_tokens", reserve_tokens=reserve, context_window=window,
+            field="reserve_tokens",
+            reserve_tokens=reserve,
+            context_window=window,
         )
     overrides = {**snap.policy, **(inp.policy or {})}
     defaults = {name: getattr(settings.budget, name) for name in POLICY_FIELDS}
@@ -162,10 +171,15 @@ def resolve_config(
     if inp.system is not None or inp.tools is not None or not snap.exists:
         c0 = count_system(counter, system, tools)
     return SessionConfig(
-        model=model, context_window_override=inp.context_window or snap.context_window,
+        model=model,
+        context_window_override=inp.context_window or snap.context_window,
         reserve_tokens=reserve_override,
-        system_prompt=system, tools=tools, c0_tokens=c0, policy_overrides=overrides,
-        policy=policy, budget=Budget(window, reserve),
+        system_prompt=system,
+        tools=tools,
+        c0_tokens=c0,
+        policy_overrides=overrides,
+        policy=policy,
+        budget=Budget(window, reserve),
     )
 
 
@@ -184,7 +198,8 @@ def check_tool_results(window: Sequence[WindowMessage], messages: Sequence[Messa
             raise OrphanToolResult(
                 f"messages[{index}] answers tool_call_id {message.tool_call_id!r}, "
                 "but no assistant message in the window or earlier in this turn made that call",
-                field=f"messages[{index}].tool_call_id", tool_call_id=message.tool_call_id,
+                field=f"messages[{index}].tool_call_id",
+                tool_call_id=message.tool_call_id,
             )
         open_calls.discard(message.tool_call_id)
 
@@ -201,26 +216,36 @@ def stage_messages(
     """Numbers the new messages and moves oversize ones to chunks of their own at once."""
     turn = snap.turn_count + 1
     limit = oversize_limit(
-        config.budget.available, settings.budget.oversize_fraction,
+        config.budget.available,
+        settings.budget.oversize_fraction,
         settings.budget.oversize_max_tokens,
     )
     staged: list[WindowMessage] = []
     drafts: list[ChunkDraft] = []
     for offset, message in enumerate(inp.messages):
         item = WindowMessage(
-            seq=snap.next_seq + offset, turn=turn, message=message,
-            tokens=count_message(counter, message), created_at=now,
+            seq=snap.next_seq + offset,
+            turn=turn,
+            message=message,
+            tokens=count_message(counter, message),
+            created_at=now,
         )
         if item.tokens > limit and message.content:
             chunk_id = new_id()
             drafts.append(oversize_chunk(item, counter, chunk_id))
             stub = make_stub(
-                chunk_id, message.content, item.tokens, settings.budget.stub_head_lines,
+                chunk_id,
+                message.content,
+                item.tokens,
+                settings.budget.stub_head_lines,
                 settings.budget.stub_tail_lines,
+                settings.budget.stub_line_chars,
             )
             stubbed = message.model_copy(update={"content": stub})
             item = replace(
-                item, message=stubbed, tokens=count_message(counter, stubbed),
+                item,
+                message=stubbed,
+                tokens=count_message(counter, stubbed),
                 stub_chunk_id=chunk_id,
             )
         staged.append(item)
@@ -231,8 +256,11 @@ def _calibration(inp: TurnInput, snap: Snapshot, settings: Settings) -> float:
     if inp.observed_prompt_tokens is None or snap.last_prompt_estimate is None:
         return snap.calibration_ratio
     return update_calibration(
-        snap.calibration_ratio, inp.observed_prompt_tokens, snap.last_prompt_estimate,
-        alpha=settings.budget.calibration_alpha, lower=settings.budget.calibration_min,
+        snap.calibration_ratio,
+        inp.observed_prompt_tokens,
+        snap.last_prompt_estimate,
+        alpha=settings.budget.calibration_alpha,
+        lower=settings.budget.calibration_min,
         upper=settings.budget.calibration_max,
     )
 
@@ -264,16 +292,21 @@ def plan_turn(
         offload = policy_math.plan_offload(units, usage, config.budget, config.policy)
         chosen = groups[: len(offload.units)]
         floor_yielded = offload.floor_yielded
-    drafts = build_chunks(
-        chosen, counter, min_tokens=settings.chunks.min_tokens,
-        max_tokens=settings.chunks.max_tokens, new_id=new_id,
-    )
+    drafts = build_chunks(chosen, counter, max_tokens=settings.chunks.max_tokens, new_id=new_id)
     chunk_of = {seq: draft.id for draft in drafts for seq in draft.seqs}
     window_after = [m for m in window if m.seq not in chunk_of]
     freed = sum(m.tokens for m in window if m.seq in chunk_of)
     return TurnPlan(
-        turn=turn, config=config, new_messages=staged, oversize_drafts=oversize,
-        offload_drafts=drafts, chunk_of=chunk_of, window_after=window_after,
-        estimate_before=estimate, estimate_after=estimate - freed, calibration_ratio=ratio,
-        level=level, floor_yielded=floor_yielded,
+        turn=turn,
+        config=config,
+        new_messages=staged,
+        oversize_drafts=oversize,
+        offload_drafts=drafts,
+        chunk_of=chunk_of,
+        window_after=window_after,
+        estimate_before=estimate,
+        estimate_after=estimate - freed,
+        calibration_ratio=ratio,
+        level=level,
+        floor_yielded=floor_yielded,
     )

@@ -10,6 +10,7 @@ leaves the session as it was.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -54,13 +55,25 @@ async def load_snapshot(ctx: ServiceContext, inp: TurnInput) -> Snapshot:
         notes = await session_store.notes_for(db, inp.session_id)
         has_chunks = await chunk_store.has_chunks(db, inp.session_id)
     return Snapshot(
-        exists=True, tenant_id=row.tenant_id, version=row.version, turn_count=row.turn_count,
-        next_seq=row.next_seq, model=row.model, context_window=row.context_window,
-        reserve_tokens=row.reserve_tokens, system_prompt=row.system_prompt, tools=row.tools,
-        c0_tokens=row.c0_tokens, policy=dict(row.policy), calibration_ratio=row.calibration_ratio,
-        last_prompt_estimate=row.last_prompt_estimate, last_offload_turn=row.last_offload_turn,
-        window=window, notes_text=notes.rendered if notes and notes.rendered else None,
-        notes_tokens=notes.tokens if notes else 0, has_chunks=has_chunks,
+        exists=True,
+        tenant_id=row.tenant_id,
+        version=row.version,
+        turn_count=row.turn_count,
+        next_seq=row.next_seq,
+        model=row.model,
+        context_window=row.context_window,
+        reserve_tokens=row.reserve_tokens,
+        system_prompt=row.system_prompt,
+        tools=row.tools,
+        c0_tokens=row.c0_tokens,
+        policy=dict(row.policy),
+        calibration_ratio=row.calibration_ratio,
+        last_prompt_estimate=row.last_prompt_estimate,
+        last_offload_turn=row.last_offload_turn,
+        window=window,
+        notes_text=notes.rendered if notes and notes.rendered else None,
+        notes_tokens=notes.tokens if notes else 0,
+        has_chunks=has_chunks,
     )
 
 
@@ -77,9 +90,9 @@ async def _check_replay(db: AsyncSession, inp: TurnInput) -> None:
     raise ReplayResponse(found.response)
 
 
-async def _embed(ctx: ServiceContext, drafts: list[ChunkDraft]) -> tuple[
-    list[list[float] | None], str | None
-]:
+async def _embed(
+    ctx: ServiceContext, drafts: list[ChunkDraft]
+) -> tuple[list[list[float] | None], str | None]:
     """Vectors for the chunks, or Nones and the fallback reason when the embedder is down."""
     if not drafts:
         return [], None
@@ -116,18 +129,33 @@ async def _attempt(ctx: ServiceContext, inp: TurnInput) -> dict[str, Any]:
     timings["embed"] = _ms_since(mark)
     mark = time.perf_counter()
     prompt = assemble(
-        PromptParts(system=plan.config.system_prompt, notes=snap.notes_text,
-                    window=plan.window_after, current_turn=plan.turn)
+        PromptParts(
+            system=plan.config.system_prompt,
+            notes=snap.notes_text,
+            window=plan.window_after,
+            current_turn=plan.turn,
+        )
     )
     timings["assemble"] = _ms_since(mark)
     response = _response(inp, snap, plan, prompt, fallback, timings)
-    mark = time.perf_counter()
-    await _commit(ctx, inp, snap, plan, drafts, vectors, fallback, response)
-    timings["db_write"] = _ms_since(mark)
-    timings["total"] = _ms_since(started)
-    response["timings_ms"] = dict(timings)
+    clock = Stopwatch(started=started, write_started=time.perf_counter())
+    await commit_turn(ctx, inp, snap, plan, drafts, vectors, fallback, response, clock)
     record_metrics(response)
     return response
+
+
+@dataclass(frozen=True)
+class Stopwatch:
+    """Closes the turn's timings just before the response is stored for replays, so a retry
+    with the same Idempotency-Key gets exactly the first response (the COMMIT round trip is
+    the only part not counted)."""
+
+    started: float
+    write_started: float
+
+    def finish(self, response: dict[str, Any]) -> None:
+        response["timings_ms"]["db_write"] = _ms_since(self.write_started)
+        response["timings_ms"]["total"] = _ms_since(self.started)
 
 
 def _ms_since(mark: float) -> float:
@@ -141,7 +169,8 @@ def _offload_section(plan: TurnPlan, fallback: str | None) -> dict[str, Any]:
         "chunk_ids": [d.id for d in drafts],
         "tokens_freed": plan.prompt_tokens_before - plan.prompt_tokens_after,
         "turn_range": [min(d.turn_start for d in drafts), max(d.turn_end for d in drafts)]
-        if drafts else None,
+        if drafts
+        else None,
         "messages_offloaded": len(plan.chunk_of),
         "floor_yielded": plan.floor_yielded,
         "oversize_chunk_ids": [d.id for d in plan.oversize_drafts],
@@ -167,16 +196,28 @@ def _usage_section(plan: TurnPlan) -> dict[str, Any]:
 def _recall_section(inp: TurnInput, snap: Snapshot, plan: TurnPlan) -> dict[str, Any]:
     """Recall arrives with the recall issue; until then the turn says why it did none."""
     archive_empty = not (snap.has_chunks or plan.offload_drafts or plan.oversize_drafts)
-    reason = "off" if inp.recall == "off" else (
-        "archive_empty" if archive_empty else "recall_not_available"
+    reason = (
+        "off"
+        if inp.recall == "off"
+        else ("archive_empty" if archive_empty else "recall_not_available")
     )
-    return {"mode": inp.recall, "query_raw": None, "query_rewritten": None, "hits": [],
-            "skipped_reason": reason, "fallback": None}
+    return {
+        "mode": inp.recall,
+        "query_raw": None,
+        "query_rewritten": None,
+        "hits": [],
+        "skipped_reason": reason,
+        "fallback": None,
+    }
 
 
 def _response(
-    inp: TurnInput, snap: Snapshot, plan: TurnPlan, prompt: list[dict[str, Any]],
-    fallback: str | None, timings: dict[str, float],
+    inp: TurnInput,
+    snap: Snapshot,
+    plan: TurnPlan,
+    prompt: list[dict[str, Any]],
+    fallback: str | None,
+    timings: dict[str, float],
 ) -> dict[str, Any]:
     return {
         "session_id": inp.session_id,
@@ -186,8 +227,9 @@ def _response(
         "offload": _offload_section(plan, fallback),
         "recall": _recall_section(inp, snap, plan),
         "notes": {"text": snap.notes_text, "tokens": snap.notes_tokens}
-        if snap.notes_text else None,
-        "timings_ms": dict(timings),
+        if snap.notes_text
+        else None,
+        "timings_ms": timings,
     }
 
 
@@ -213,10 +255,16 @@ def _event_payload(plan: TurnPlan, response: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def _commit(
-    ctx: ServiceContext, inp: TurnInput, snap: Snapshot, plan: TurnPlan,
-    drafts: list[ChunkDraft], vectors: list[list[float] | None], fallback: str | None,
+async def commit_turn(
+    ctx: ServiceContext,
+    inp: TurnInput,
+    snap: Snapshot,
+    plan: TurnPlan,
+    drafts: list[ChunkDraft],
+    vectors: list[list[float] | None],
+    fallback: str | None,
     response: dict[str, Any],
+    clock: Stopwatch,
 ) -> None:
     async with ctx.database.transaction() as db:
         if not snap.exists:
@@ -233,6 +281,7 @@ async def _commit(
         await chunk_store.insert_chunks(db, inp.session_id, drafts, vectors, embedding_model)
         await session_store.mark_offloaded(db, inp.session_id, plan.chunk_of)
         _update_session_row(row, plan)
+        clock.finish(response)
         await event_store.record_event(
             db, inp.session_id, plan.turn, "turn", _event_payload(plan, response)
         )

@@ -78,4 +78,3 @@ class Database:
 
     async def dispose(self) -> None:
         await self.engine.dispose()
-

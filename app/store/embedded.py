@@ -16,11 +16,11 @@ def start_embedded(data_dir: Path, *, database: str = APP_DATABASE) -> str:
     """Starts (or joins) the embedded server under `data_dir/pg` and returns a URL to
     `database`, creating the database on first use. The server stops when the last process
     that started it exits."""
-    import pgserver  # imported here: only the embedded mode needs it
+    from pgserver.postgres_server import get_server  # only the embedded mode needs it
 
     pgdata = (data_dir / "pg").resolve()
     pgdata.parent.mkdir(parents=True, exist_ok=True)
-    server: Any = pgserver.get_server(pgdata, cleanup_mode="stop")
+    server: Any = get_server(pgdata, cleanup_mode="stop")
     ensure_database(server.get_uri(), database)
     return str(server.get_uri(database))
 

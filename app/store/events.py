@@ -24,8 +24,9 @@ async def find_idempotent(db: AsyncSession, session_id: str, key: str) -> Idempo
 async def save_idempotent(
     db: AsyncSession, session_id: str, key: str, request_hash: str, response: dict[str, Any]
 ) -> None:
-    db.add(IdempotencyRow(session_id=session_id, key=key, request_hash=request_hash,
-                          response=response))
+    db.add(
+        IdempotencyRow(session_id=session_id, key=key, request_hash=request_hash, response=response)
+    )
     await db.flush()
 
 

