@@ -1,0 +1,25 @@
+# Multi-stage image: build wheels with a compiler, run as a non-root user.
+FROM python:3.11-slim AS build
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libgomp1 \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY app ./app
+RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+
+FROM python:3.11-slim
+RUN apt-get update && apt-get install -y --no-install-recommends libgomp1 curl \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --create-home --uid 10001 ebbtide
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir /wheels/* && rm -rf /wheels
+WORKDIR /app
+COPY --chown=ebbtide:ebbtide alembic.ini ./
+COPY --chown=ebbtide:ebbtide alembic ./alembic
+COPY --chown=ebbtide:ebbtide app ./app
+USER ebbtide
+ENV HOST=0.0.0.0 PORT=8000 EBBTIDE_DATA_DIR=/home/ebbtide/data
+EXPOSE 8000
+HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
+    CMD curl -fsS "http://127.0.0.1:${PORT}/healthz" || exit 1
+CMD ["ebbtide", "serve"]
