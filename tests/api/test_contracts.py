@@ -19,9 +19,14 @@ def test_committed_openapi_schema_is_current(tmp_path: Path) -> None:
     write_openapi(fresh)
     committed = json.loads((ROOT / "openapi" / "openapi.json").read_text())
     assert json.loads(fresh.read_text()) == committed, "stale: run `make openapi`"
-    assert {"/sessions/{session_id}/turn", "/sessions/{session_id}/status",
-            "/sessions/{session_id}/chunks/{chunk_id}", "/healthz", "/readyz",
-            "/metrics"} <= set(committed["paths"])
+    assert {
+        "/sessions/{session_id}/turn",
+        "/sessions/{session_id}/status",
+        "/sessions/{session_id}/chunks/{chunk_id}",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+    } <= set(committed["paths"])
     turn = committed["paths"]["/sessions/{session_id}/turn"]["post"]
     assert {"200", "400", "404", "409", "413", "422", "503"} <= set(turn["responses"])
 

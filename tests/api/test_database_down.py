@@ -20,8 +20,12 @@ from tests.conftest import make_settings
 async def offline_client(tmp_path: object) -> AsyncIterator[httpx.AsyncClient]:
     # A real connection attempt to a socket folder where no server listens.
     database = Database.connect(f"postgresql://postgres@/ebbtide?host={tmp_path}")
-    ctx = ServiceContext(database=database, counter=default_counter(),
-                         embedder=CountingEmbedder(), settings=make_settings())
+    ctx = ServiceContext(
+        database=database,
+        counter=default_counter(),
+        embedder=CountingEmbedder(),
+        settings=make_settings(),
+    )
     transport = httpx.ASGITransport(app=create_app(context=ctx))
     async with httpx.AsyncClient(transport=transport, base_url="http://ebbtide.test") as client:
         yield client
@@ -31,9 +35,11 @@ async def offline_client(tmp_path: object) -> AsyncIterator[httpx.AsyncClient]:
 async def test_turn_answers_503_when_the_database_is_unreachable(
     offline_client: httpx.AsyncClient,
 ) -> None:
-    response = await offline_client.post("/sessions/s/turn",
-                                         json=turn_body(user("hi"), model="gpt-4o"),
-                                         headers={"Idempotency-Key": "k"})
+    response = await offline_client.post(
+        "/sessions/s/turn",
+        json=turn_body(user("hi"), model="gpt-4o"),
+        headers={"Idempotency-Key": "k"},
+    )
     assert response.status_code == 503
     assert response.headers["Retry-After"] == "1"
     error = response.json()["error"]

@@ -37,17 +37,30 @@ def wait_until_ready(base: str, process: subprocess.Popen[bytes], log: Path) -> 
 def test_serve_starts_embedded_postgres_migrates_and_answers_turns(tmp_path: Path) -> None:
     port = free_loopback_port()
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "EBBTIDE_DATABASE_URL"}}
-    env.update({"EBBTIDE_DATA_DIR": str(tmp_path / "data"), "HOST": "127.0.0.1",
-                "PORT": str(port), "EBBTIDE_LOG_LEVEL": "warning"})
+    env.update(
+        {
+            "EBBTIDE_DATA_DIR": str(tmp_path / "data"),
+            "HOST": "127.0.0.1",
+            "PORT": str(port),
+            "EBBTIDE_LOG_LEVEL": "warning",
+        }
+    )
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "app.cli", "serve"], env=env,
-                                   stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         wait_until_ready(base, process, log)
-        response = httpx.post(f"{base}/sessions/e2e/turn", timeout=30, json={
-            "messages": [{"role": "user", "content": "只查华东仓"}], "model": "qwen-plus"})
+        response = httpx.post(
+            f"{base}/sessions/e2e/turn",
+            timeout=30,
+            json={"messages": [{"role": "user", "content": "只查华东仓"}], "model": "qwen-plus"},
+        )
         assert response.status_code == 200, response.text
         assert response.json()["usage"]["context_window"] == 131_072
         assert (tmp_path / "data" / "pg" / "PG_VERSION").exists()

@@ -18,9 +18,13 @@ async def test_vector_extension_and_indexes_exist(connection: AsyncConnection) -
         text("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
     )
     assert version is not None
-    indexes = dict((await connection.execute(text(
-        "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'chunks'"
-    ))).all())
+    indexes = dict(
+        (
+            await connection.execute(
+                text("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'chunks'")
+            )
+        ).all()
+    )
     assert "USING hnsw (embedding vector_cosine_ops)" in indexes["ix_chunks_embedding_hnsw"]
     assert "USING gin (lexical)" in indexes["ix_chunks_lexical_gin"]
 
@@ -28,13 +32,26 @@ async def test_vector_extension_and_indexes_exist(connection: AsyncConnection) -
 async def test_every_table_but_tenants_carries_the_session_key(
     connection: AsyncConnection,
 ) -> None:
-    rows = (await connection.execute(text(
-        "SELECT table_name, array_agg(column_name::text) FROM information_schema.columns "
-        "WHERE table_schema = 'public' AND table_name <> 'alembic_version' GROUP BY table_name"
-    ))).all()
+    rows = (
+        await connection.execute(
+            text(
+                "SELECT table_name, array_agg(column_name::text) FROM information_schema.columns "
+                "WHERE table_schema = 'public' AND table_name <> 'alembic_version' "
+                "GROUP BY table_name"
+            )
+        )
+    ).all()
     columns = dict(rows)
-    assert set(columns) == {"tenants", "sessions", "messages", "chunks", "notes", "facts",
-                            "events", "idempotency"}
+    assert set(columns) == {
+        "tenants",
+        "sessions",
+        "messages",
+        "chunks",
+        "notes",
+        "facts",
+        "events",
+        "idempotency",
+    }
     for table, names in columns.items():
         if table not in {"tenants", "sessions"}:
             assert "session_id" in names, table

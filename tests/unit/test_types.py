@@ -11,8 +11,14 @@ from app.core.types import Message
     [
         ({"role": "tool", "content": "r"}, "needs the tool_call_id"),
         ({"role": "user", "content": "x", "tool_call_id": "c1"}, "only tool messages"),
-        ({"role": "user", "content": "x",
-          "tool_calls": [{"id": "c", "function": {"name": "f"}}]}, "only assistant"),
+        (
+            {
+                "role": "user",
+                "content": "x",
+                "tool_calls": [{"id": "c", "function": {"name": "f"}}],
+            },
+            "only assistant",
+        ),
         ({"role": "assistant"}, "content is required"),
     ],
 )
