@@ -30,9 +30,11 @@ class ToolCall(BaseModel):
 
 
 class Message(BaseModel):
-    """One chat message in OpenAI format."""
+    """One chat message in OpenAI format. Fields this service does not use (`refusal`,
+    `annotations`, `audio`, … that provider SDKs add to assistant replies) are dropped, so a
+    client can post the model's reply back as it received it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")
 
     role: Literal["user", "assistant", "tool"]
     content: str | None = None

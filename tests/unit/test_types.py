@@ -29,3 +29,10 @@ def test_message_shape_must_match_its_role(fields: dict[str, object], problem: s
 
 def test_openai_form_omits_absent_fields() -> None:
     assert Message(role="user", content="hi").to_openai() == {"role": "user", "content": "hi"}
+
+
+def test_fields_provider_sdks_add_to_replies_are_accepted_and_dropped() -> None:
+    reply = Message.model_validate(
+        {"role": "assistant", "content": "ok", "refusal": None, "annotations": []}
+    )
+    assert reply.to_openai() == {"role": "assistant", "content": "ok"}
