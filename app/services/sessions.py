@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.core.budget import Budget, Policy, level_for, resolve_reserve
+from app.core.budget import level_for
 from app.core.tokens import calibrated, window_for_model
 from app.errors import ChunkNotFound, SessionNotFound
 from app.services.context import ServiceContext
-from app.services.turn_plan import POLICY_FIELDS
+from app.services.turn_plan import POLICY_FIELDS, session_budget, session_policy
 from app.store import chunks as chunk_store
 from app.store import events as event_store
 from app.store import sessions as session_store
@@ -26,16 +26,12 @@ def _watermark(ctx: ServiceContext, row: SessionRow) -> dict[str, Any]:
     window = row.context_window or window_for_model(row.model)
     if window is None:
         return {"context_window": None}
-    settings = ctx.settings.budget
-    reserve = resolve_reserve(
-        window, row.reserve_tokens, settings.reserve_tokens, settings.reserve_max_fraction
-    )
-    budget = Budget(window, reserve)
-    policy = Policy(**{**{n: getattr(settings, n) for n in POLICY_FIELDS}, **row.policy})
+    budget = session_budget(ctx.settings, window, row.reserve_tokens)
+    policy = session_policy(ctx.settings, row.policy)
     prompt = calibrated(row.last_prompt_estimate or 0, row.calibration_ratio)
     return {
         "context_window": window,
-        "reserve_tokens": reserve,
+        "reserve_tokens": budget.reserve,
         "budget": budget.available,
         "prompt_tokens": prompt,
         "watermark": round(prompt / budget.available, 4),

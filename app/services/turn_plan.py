@@ -134,6 +134,22 @@ class TurnPlan:
         return bool(self.offload_drafts)
 
 
+def session_budget(settings: Settings, window: int, reserve_override: int | None) -> Budget:
+    reserve = policy_math.resolve_reserve(
+        window,
+        reserve_override,
+        settings.budget.reserve_tokens,
+        settings.budget.reserve_max_fraction,
+    )
+    return Budget(window, reserve)
+
+
+def session_policy(settings: Settings, overrides: dict[str, Any]) -> Policy:
+    """The settings' policy with the session's overrides; raises InvalidPolicy."""
+    defaults = {name: getattr(settings.budget, name) for name in POLICY_FIELDS}
+    return Policy(**{**defaults, **overrides})
+
+
 def resolve_config(
     inp: TurnInput, snap: Snapshot, counter: TokenCounter, settings: Settings
 ) -> SessionConfig:
@@ -146,23 +162,17 @@ def resolve_config(
             model=model,
         )
     reserve_override = inp.reserve_tokens if inp.reserve_tokens is not None else snap.reserve_tokens
-    reserve = policy_math.resolve_reserve(
-        window,
-        reserve_override,
-        settings.budget.reserve_tokens,
-        settings.budget.reserve_max_fraction,
-    )
-    if reserve >= window:
+    budget = session_budget(settings, window, reserve_override)
+    if budget.reserve >= window:
         raise InvalidWindow(
             "reserve_tokens must be smaller than context_window",
             field="reserve_tokens",
-            reserve_tokens=reserve,
+            reserve_tokens=budget.reserve,
             context_window=window,
         )
     overrides = {**snap.policy, **(inp.policy or {})}
-    defaults = {name: getattr(settings.budget, name) for name in POLICY_FIELDS}
     try:
-        policy = Policy(**{**defaults, **overrides})
+        policy = session_policy(settings, overrides)
     except policy_math.InvalidPolicy as error:
         raise InvalidPolicyOverride(str(error), field="policy", policy=overrides) from error
     system = inp.system if inp.system is not None else snap.system_prompt
@@ -179,7 +189,7 @@ def resolve_config(
         c0_tokens=c0,
         policy_overrides=overrides,
         policy=policy,
-        budget=Budget(window, reserve),
+        budget=budget,
     )
 
 
