@@ -9,18 +9,52 @@ from fastapi import FastAPI
 
 from app.api.errors import BodySizeLimit, install_error_handlers
 from app.api.routes import router
-from app.core.ports import Embedder
-from app.providers.embedders import HashEmbedder, LocalEmbedder
+from app.core.ports import Embedder, Reranker
+from app.providers.embedders import HashEmbedder, LocalEmbedder, OpenAIEmbedder
+from app.providers.reranker import HttpReranker
 from app.providers.tokenizer import default_counter
 from app.services.context import ServiceContext
 from app.settings import Settings, get_settings
 from app.store.database import Database
+from app.store.models import EMBEDDING_DIMENSION
+
+
+class MissingSetting(RuntimeError):
+    """A provider was chosen without the setting it needs."""
 
 
 def build_embedder(settings: Settings) -> Embedder:
-    if settings.embedder.kind == "hash":
-        return HashEmbedder(settings.embedder.dimension)
+    config = settings.embedder
+    if config.dimension != EMBEDDING_DIMENSION:
+        raise MissingSetting(
+            f"the schema stores {EMBEDDING_DIMENSION}-dim vectors; configure an embedder of that "
+            "dimension (OpenAI text-embedding-3 models accept dimensions=384 with "
+            "EBBTIDE_EMBEDDER__SEND_DIMENSIONS=true)"
+        )
+    if config.kind == "hash":
+        return HashEmbedder(config.dimension)
+    if config.kind == "openai":
+        if not config.base_url:
+            raise MissingSetting("EBBTIDE_EMBEDDER__BASE_URL is required for the openai embedder")
+        return OpenAIEmbedder(
+            base_url=config.base_url,
+            api_key=config.api_key,
+            model=config.model,
+            dimension=config.dimension,
+            query_model=config.query_model,
+            send_dimensions=config.send_dimensions,
+            timeout_s=config.timeout_s,
+        )
     return LocalEmbedder()
+
+
+def build_reranker(settings: Settings) -> Reranker | None:
+    config = settings.reranker
+    if config.kind == "fusion":
+        return None
+    if not config.base_url:
+        raise MissingSetting("EBBTIDE_RERANKER__BASE_URL is required for the http reranker")
+    return HttpReranker(config.base_url, timeout_s=config.timeout_s)
 
 
 def build_context(settings: Settings, database_url: str) -> ServiceContext:
@@ -29,6 +63,7 @@ def build_context(settings: Settings, database_url: str) -> ServiceContext:
         counter=default_counter(),
         embedder=build_embedder(settings),
         settings=settings,
+        reranker=build_reranker(settings),
     )
 
 

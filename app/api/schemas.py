@@ -67,13 +67,48 @@ class OffloadReport(BaseModel):
     fallback: str | None
 
 
+class RecallHit(BaseModel):
+    chunk_id: str
+    score: float
+    vector_score: float | None
+    lexical_score: float | None
+    turn_range: list[int]
+    ts: str
+    tokens: int
+    truncated: bool
+
+
 class RecallReport(BaseModel):
     mode: Literal["auto", "off", "force"]
     query_raw: str | None
     query_rewritten: str | None
-    hits: list[dict[str, Any]]
+    hits: list[RecallHit] = Field(description="Injected chunks, in time order.")
+    final_k: int
+    injected_tokens: int
+    no_match: bool = Field(description="The explicit no-match line was injected.")
     skipped_reason: str | None
     fallback: str | None
+
+
+class RecallRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=4000)
+    top_k: int | None = Field(None, ge=1, le=50)
+
+
+class RecallResult(RecallHit):
+    text: str = Field(description="Raw chunk text, capped per item; headed by the fields above.")
+
+
+class RecallResponse(BaseModel):
+    query: str
+    query_rewritten: str
+    results: list[RecallResult] = Field(description="In time order; empty means no match.")
+    no_match: bool
+    message: str | None = Field(description='"no match" when nothing was found.')
+    fallback: str | None
+    timings_ms: dict[str, float]
 
 
 class NotesView(BaseModel):

@@ -3,8 +3,10 @@
 Policy and invariants:
 - Units stay whole: an assistant message with `tool_calls` and the `tool` results that answer
   it form one unit, never split across C1/C3 or across two chunks.
-- Chunks are packed greedily from consecutive units up to `max_tokens`; a unit larger than
-  that is a chunk of its own.
+- Chunks are consecutive units grouped by topic: a chunk closes at a topic change (the cosine
+  of two neighbouring units' vectors below a threshold) once it holds `min_tokens`, and always
+  before it would pass `max_tokens`; a unit larger than that is a chunk of its own. Without
+  vectors (embedder down) only the token bound applies. Optional one-unit overlap.
 - Every message's content appears verbatim in its chunk's `raw_text`, under a header line
   `[turn N · role · timestamp]`; tool calls are written as JSON so they are verbatim too.
 - An oversize message becomes a chunk of its own at once; the window keeps a stub that names
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -111,40 +114,74 @@ def _draft(
     )
 
 
-@dataclass
-class _Pending:
-    messages: list[WindowMessage]
-    tokens: int
+def unit_text(unit: Sequence[WindowMessage]) -> str:
+    return "\n\n".join(render_message(m) for m in unit)
 
 
-def _pack(
-    units: Sequence[Sequence[WindowMessage]], counter: TokenCounter, max_tokens: int
-) -> list[_Pending]:
-    packed: list[_Pending] = []
-    for unit in units:
-        tokens = counter.count("\n\n".join(render_message(m) for m in unit))
-        if packed and packed[-1].tokens + tokens <= max_tokens:
-            packed[-1].messages.extend(unit)
-            packed[-1].tokens += tokens
-        else:
-            packed.append(_Pending(list(unit), tokens))
-    return packed
+@dataclass(frozen=True)
+class TopicPolicy:
+    min_tokens: int
+    max_tokens: int
+    similarity: float
+    overlap: bool
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
+
+
+def mean_vector(vectors: Sequence[Sequence[float]]) -> list[float]:
+    """The unit-length mean: the vector of a chunk made of several embedded units."""
+    summed = [sum(values) for values in zip(*vectors, strict=True)]
+    norm = math.sqrt(sum(v * v for v in summed)) or 1.0
+    return [v / norm for v in summed]
+
+
+def segment(
+    unit_tokens: Sequence[int], vectors: Sequence[Sequence[float]] | None, policy: TopicPolicy
+) -> list[list[int]]:
+    """Groups of consecutive unit indices. A group closes before a unit that would pass
+    `max_tokens`, or at a topic change (neighbour cosine below `similarity`) once it holds
+    `min_tokens`. Without vectors only the token bound applies."""
+    groups: list[list[int]] = []
+    size = 0
+    for index, tokens in enumerate(unit_tokens):
+        topic_change = (
+            vectors is not None
+            and index > 0
+            and cosine(vectors[index - 1], vectors[index]) < policy.similarity
+            and size >= policy.min_tokens
+        )
+        if not groups or size + tokens > policy.max_tokens or topic_change:
+            groups.append([])
+            size = 0
+        groups[-1].append(index)
+        size += tokens
+    return groups
 
 
 def build_chunks(
     units: Sequence[Sequence[WindowMessage]],
     counter: TokenCounter,
+    policy: TopicPolicy,
     *,
-    max_tokens: int,
     new_id: Callable[[], str],
-) -> list[ChunkDraft]:
-    """Packs consecutive units (oldest first) into offload chunks."""
-    drafts: list[ChunkDraft] = []
-    for pending in _pack(units, counter, max_tokens):
-        raw_text = "\n\n".join(render_message(m) for m in pending.messages)
-        tokens = counter.count(raw_text)
-        drafts.append(_draft(pending.messages, ChunkKind.OFFLOAD, raw_text, tokens, new_id()))
-    return drafts
+    vectors: Sequence[Sequence[float]] | None = None,
+) -> list[tuple[ChunkDraft, list[float] | None]]:
+    """Chunks from consecutive units (oldest first), each with the mean of its units' vectors
+    (None without vectors). With `overlap`, a chunk also repeats the previous one's last unit."""
+    unit_tokens = [counter.count(unit_text(unit)) for unit in units]
+    built: list[tuple[ChunkDraft, list[float] | None]] = []
+    for number, group in enumerate(segment(unit_tokens, vectors, policy)):
+        indices = [group[0] - 1, *group] if policy.overlap and number > 0 else group
+        messages = [m for index in indices for m in units[index]]
+        raw_text = "\n\n".join(render_message(m) for m in messages)
+        draft = _draft(messages, ChunkKind.OFFLOAD, raw_text, counter.count(raw_text), new_id())
+        vector = mean_vector([vectors[i] for i in indices]) if vectors is not None else None
+        built.append((draft, vector))
+    return built
 
 
 def oversize_limit(available: int, fraction: float, max_tokens: int) -> int:

@@ -39,3 +39,13 @@ class Embedder(Protocol):
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]: ...
 
     async def embed_query(self, text: str) -> list[float]: ...
+
+
+class RerankerUnavailable(Exception):
+    """The reranker failed or timed out; callers keep the fusion order and flag it."""
+
+
+class Reranker(Protocol):
+    """Scores documents against a query (higher is better), e.g. a cross-encoder service."""
+
+    async def rerank(self, query: str, documents: Sequence[str]) -> list[float]: ...

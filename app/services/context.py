@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from app.core.ports import Embedder, TokenCounter
+from app.core.ports import Embedder, Reranker, TokenCounter
 from app.settings import Settings
 from app.store.database import Database
 
@@ -43,6 +43,7 @@ class ServiceContext:
     counter: TokenCounter
     embedder: Embedder
     settings: Settings
+    reranker: Reranker | None = None
     locks: SessionLocks = field(default_factory=SessionLocks)
     clock: Callable[[], datetime] = utc_now
     new_id: Callable[[], str] = new_chunk_id

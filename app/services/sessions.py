@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from app.core.budget import level_for
 from app.core.tokens import calibrated, window_for_model
 from app.errors import ChunkNotFound, SessionNotFound
@@ -15,7 +17,7 @@ from app.store import sessions as session_store
 from app.store.models import ChunkRow, SessionRow
 
 
-async def _owned_session(db: Any, tenant_id: str, session_id: str) -> SessionRow:
+async def owned_session(db: AsyncSession, tenant_id: str, session_id: str) -> SessionRow:
     row = await session_store.get_session(db, session_id)
     if row is None or row.tenant_id != tenant_id:
         raise SessionNotFound("no such session", session_id=session_id)
@@ -48,7 +50,7 @@ def _watermark(ctx: ServiceContext, row: SessionRow) -> dict[str, Any]:
 
 async def session_status(ctx: ServiceContext, tenant_id: str, session_id: str) -> dict[str, Any]:
     async with ctx.database.transaction() as db:
-        row = await _owned_session(db, tenant_id, session_id)
+        row = await owned_session(db, tenant_id, session_id)
         counts = await session_store.counts(db, session_id)
         notes = await session_store.notes_for(db, session_id)
         last_offload = await event_store.last_offload_event(db, session_id)
@@ -97,7 +99,7 @@ async def read_chunk(
     ctx: ServiceContext, tenant_id: str, session_id: str, chunk_id: str
 ) -> dict[str, Any]:
     async with ctx.database.transaction() as db:
-        await _owned_session(db, tenant_id, session_id)
+        await owned_session(db, tenant_id, session_id)
         chunk = await chunk_store.get_chunk(db, session_id, chunk_id)
     if chunk is None:
         raise ChunkNotFound("no such chunk in this session", chunk_id=chunk_id)

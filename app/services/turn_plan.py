@@ -15,7 +15,6 @@ from app.core import budget as policy_math
 from app.core.budget import Budget, Level, Policy
 from app.core.chunker import (
     as_budget_unit,
-    build_chunks,
     group_units,
     make_stub,
     oversize_chunk,
@@ -112,8 +111,7 @@ class TurnPlan:
     config: SessionConfig
     new_messages: list[WindowMessage]
     oversize_drafts: list[ChunkDraft]
-    offload_drafts: list[ChunkDraft]
-    chunk_of: dict[int, str]
+    offload_units: list[list[WindowMessage]]
     window_after: list[WindowMessage]
     estimate_before: int
     estimate_after: int
@@ -131,7 +129,7 @@ class TurnPlan:
 
     @property
     def offloaded(self) -> bool:
-        return bool(self.offload_drafts)
+        return bool(self.offload_units)
 
 
 def session_budget(settings: Settings, window: int, reserve_override: int | None) -> Budget:
@@ -302,17 +300,15 @@ def plan_turn(
         offload = policy_math.plan_offload(units, usage, config.budget, config.policy)
         chosen = groups[: len(offload.units)]
         floor_yielded = offload.floor_yielded
-    drafts = build_chunks(chosen, counter, max_tokens=settings.chunks.max_tokens, new_id=new_id)
-    chunk_of = {seq: draft.id for draft in drafts for seq in draft.seqs}
-    window_after = [m for m in window if m.seq not in chunk_of]
-    freed = sum(m.tokens for m in window if m.seq in chunk_of)
+    moved = {m.seq for unit in chosen for m in unit}
+    window_after = [m for m in window if m.seq not in moved]
+    freed = sum(m.tokens for m in window if m.seq in moved)
     return TurnPlan(
         turn=turn,
         config=config,
         new_messages=staged,
         oversize_drafts=oversize,
-        offload_drafts=drafts,
-        chunk_of=chunk_of,
+        offload_units=chosen,
         window_after=window_after,
         estimate_before=estimate,
         estimate_after=estimate - freed,

@@ -17,17 +17,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app import metrics
 from app.core.assemble import PromptParts, assemble
-from app.core.ports import EmbedderUnavailable
-from app.core.types import ChunkDraft
+from app.core.tokens import calibrated
 from app.errors import IdempotencyKeyReused, SessionBusy, SessionNotFound
 from app.services.context import ServiceContext
+from app.services.offload import OffloadBatch, build_batch
 from app.services.turn_plan import Snapshot, TurnInput, TurnPlan, plan_turn
+from app.services.turn_recall import TurnRecall, recall_for_turn
 from app.store import chunks as chunk_store
 from app.store import events as event_store
 from app.store import sessions as session_store
 from app.store.models import SessionRow
-
-EMBEDDER_UNAVAILABLE = "embedder_unavailable"
 
 
 class VersionConflict(Exception):
@@ -90,19 +89,6 @@ async def _check_replay(db: AsyncSession, inp: TurnInput) -> None:
     raise ReplayResponse(found.response)
 
 
-async def _embed(
-    ctx: ServiceContext, drafts: list[ChunkDraft]
-) -> tuple[list[list[float] | None], str | None]:
-    """Vectors for the chunks, or Nones and the fallback reason when the embedder is down."""
-    if not drafts:
-        return [], None
-    try:
-        vectors = await ctx.embedder.embed_passages([d.raw_text for d in drafts])
-    except EmbedderUnavailable:
-        return [None] * len(drafts), EMBEDDER_UNAVAILABLE
-    return list(vectors), None
-
-
 async def run_turn(ctx: ServiceContext, inp: TurnInput) -> dict[str, Any]:
     async with ctx.locks.for_session(inp.session_id):
         for _ in range(ctx.settings.db.turn_retries):
@@ -115,6 +101,24 @@ async def run_turn(ctx: ServiceContext, inp: TurnInput) -> dict[str, Any]:
     raise SessionBusy("other turns of this session kept committing first; retry the turn")
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """Everything a turn decided, ready to answer and to write."""
+
+    plan: TurnPlan
+    batch: OffloadBatch
+    recall: TurnRecall
+
+    @property
+    def estimate_sent(self) -> int:
+        """Estimated tokens of the prompt as sent, recalled block included."""
+        return self.plan.estimate_after + round(self.recall.tokens)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return calibrated(self.estimate_sent, self.plan.calibration_ratio)
+
+
 async def _attempt(ctx: ServiceContext, inp: TurnInput) -> dict[str, Any]:
     timings: dict[str, float] = {}
     started = time.perf_counter()
@@ -124,22 +128,27 @@ async def _attempt(ctx: ServiceContext, inp: TurnInput) -> dict[str, Any]:
     plan = plan_turn(inp, snap, ctx.counter, ctx.settings, ctx.clock(), ctx.new_id)
     timings["plan"] = _ms_since(mark)
     mark = time.perf_counter()
-    drafts = [*plan.oversize_drafts, *plan.offload_drafts]
-    vectors, fallback = await _embed(ctx, drafts)
+    batch = await build_batch(ctx, plan)
     timings["embed"] = _ms_since(mark)
     mark = time.perf_counter()
+    recall = await recall_for_turn(ctx, inp, snap, plan, batch)
+    timings["recall"] = _ms_since(mark)
+    timings.update({f"recall_{k}": v for k, v in recall.timings_ms.items()})
+    mark = time.perf_counter()
+    outcome = Outcome(plan, batch, recall)
     prompt = assemble(
         PromptParts(
             system=plan.config.system_prompt,
             notes=snap.notes_text,
             window=plan.window_after,
             current_turn=plan.turn,
+            recalled=recall.block,
         )
     )
     timings["assemble"] = _ms_since(mark)
-    response = _response(inp, snap, plan, prompt, fallback, timings)
+    response = _response(inp, snap, outcome, prompt, timings)
     clock = Stopwatch(started=started, write_started=time.perf_counter())
-    await commit_turn(ctx, inp, snap, plan, drafts, vectors, fallback, response, clock)
+    await commit_turn(ctx, inp, snap, outcome, response, clock)
     record_metrics(response)
     return response
 
@@ -162,8 +171,8 @@ def _ms_since(mark: float) -> float:
     return round((time.perf_counter() - mark) * 1000, 3)
 
 
-def _offload_section(plan: TurnPlan, fallback: str | None) -> dict[str, Any]:
-    drafts = plan.offload_drafts
+def _offload_section(outcome: Outcome) -> dict[str, Any]:
+    plan, drafts = outcome.plan, [f.draft for f in outcome.batch.offload]
     return {
         "triggered": plan.offloaded,
         "chunk_ids": [d.id for d in drafts],
@@ -171,61 +180,43 @@ def _offload_section(plan: TurnPlan, fallback: str | None) -> dict[str, Any]:
         "turn_range": [min(d.turn_start for d in drafts), max(d.turn_end for d in drafts)]
         if drafts
         else None,
-        "messages_offloaded": len(plan.chunk_of),
+        "messages_offloaded": len(outcome.batch.chunk_of()),
         "floor_yielded": plan.floor_yielded,
-        "oversize_chunk_ids": [d.id for d in plan.oversize_drafts],
-        "fallback": fallback,
+        "oversize_chunk_ids": [f.draft.id for f in outcome.batch.oversize],
+        "fallback": outcome.batch.fallback,
     }
 
 
-def _usage_section(plan: TurnPlan) -> dict[str, Any]:
+def _usage_section(outcome: Outcome) -> dict[str, Any]:
+    plan = outcome.plan
     budget = plan.config.budget
     return {
-        "prompt_tokens": plan.prompt_tokens_after,
-        "estimated_prompt_tokens": plan.estimate_after,
+        "prompt_tokens": outcome.prompt_tokens,
+        "estimated_prompt_tokens": outcome.estimate_sent,
         "calibration_ratio": round(plan.calibration_ratio, 4),
         "context_window": budget.context_window,
         "reserve_tokens": budget.reserve,
         "budget": budget.available,
-        "watermark": round(plan.prompt_tokens_after / budget.available, 4),
+        "watermark": round(outcome.prompt_tokens / budget.available, 4),
         "trigger_ratio": round(plan.prompt_tokens_before / budget.available, 4),
         "level": plan.level.value,
-    }
-
-
-def _recall_section(inp: TurnInput, snap: Snapshot, plan: TurnPlan) -> dict[str, Any]:
-    """Recall arrives with the recall issue; until then the turn says why it did none."""
-    archive_empty = not (snap.has_chunks or plan.offload_drafts or plan.oversize_drafts)
-    reason = (
-        "off"
-        if inp.recall == "off"
-        else ("archive_empty" if archive_empty else "recall_not_available")
-    )
-    return {
-        "mode": inp.recall,
-        "query_raw": None,
-        "query_rewritten": None,
-        "hits": [],
-        "skipped_reason": reason,
-        "fallback": None,
     }
 
 
 def _response(
     inp: TurnInput,
     snap: Snapshot,
-    plan: TurnPlan,
+    outcome: Outcome,
     prompt: list[dict[str, Any]],
-    fallback: str | None,
     timings: dict[str, float],
 ) -> dict[str, Any]:
     return {
         "session_id": inp.session_id,
-        "turn": plan.turn,
+        "turn": outcome.plan.turn,
         "messages": prompt,
-        "usage": _usage_section(plan),
-        "offload": _offload_section(plan, fallback),
-        "recall": _recall_section(inp, snap, plan),
+        "usage": _usage_section(outcome),
+        "offload": _offload_section(outcome),
+        "recall": outcome.recall.report(),
         "notes": {"text": snap.notes_text, "tokens": snap.notes_tokens}
         if snap.notes_text
         else None,
@@ -233,14 +224,14 @@ def _response(
     }
 
 
-def _event_payload(plan: TurnPlan, response: dict[str, Any]) -> dict[str, Any]:
-    offload = response["offload"]
+def _event_payload(outcome: Outcome, response: dict[str, Any]) -> dict[str, Any]:
+    offload, recall = response["offload"], response["recall"]
     return {
-        "level": plan.level.value,
+        "level": outcome.plan.level.value,
         "trigger_ratio": response["usage"]["trigger_ratio"],
         "watermark": response["usage"]["watermark"],
-        "prompt_tokens": plan.prompt_tokens_after,
-        "messages_added": len(plan.new_messages),
+        "prompt_tokens": response["usage"]["prompt_tokens"],
+        "messages_added": len(outcome.plan.new_messages),
         "offload": {
             "triggered": offload["triggered"],
             "tokens_freed": offload["tokens_freed"],
@@ -250,7 +241,17 @@ def _event_payload(plan: TurnPlan, response: dict[str, Any]) -> dict[str, Any]:
             "floor_yielded": offload["floor_yielded"],
         },
         "oversize_chunk_ids": offload["oversize_chunk_ids"],
-        "fallback_flag": offload["fallback"],
+        "recall": {
+            "query_raw": recall["query_raw"],
+            "query_rewritten": recall["query_rewritten"],
+            "recall_ids": [hit["chunk_id"] for hit in recall["hits"]],
+            "rerank_scores": [hit["score"] for hit in recall["hits"]],
+            "final_k": recall["final_k"],
+            "injected_tokens": recall["injected_tokens"],
+            "no_match": recall["no_match"],
+            "skipped_reason": recall["skipped_reason"],
+        },
+        "fallback_flag": offload["fallback"] or recall["fallback"],
         "timings_ms": response["timings_ms"],
     }
 
@@ -259,13 +260,11 @@ async def commit_turn(
     ctx: ServiceContext,
     inp: TurnInput,
     snap: Snapshot,
-    plan: TurnPlan,
-    drafts: list[ChunkDraft],
-    vectors: list[list[float] | None],
-    fallback: str | None,
+    outcome: Outcome,
     response: dict[str, Any],
     clock: Stopwatch,
 ) -> None:
+    plan, batch = outcome.plan, outcome.batch
     async with ctx.database.transaction() as db:
         if not snap.exists:
             await session_store.create_session(db, inp.session_id, inp.tenant_id)
@@ -277,13 +276,17 @@ async def commit_turn(
         if row.version != snap.version:
             raise VersionConflict
         await session_store.insert_messages(db, inp.session_id, plan.new_messages)
-        embedding_model = ctx.embedder.model_name if fallback is None else None
-        await chunk_store.insert_chunks(db, inp.session_id, drafts, vectors, embedding_model)
-        await session_store.mark_offloaded(db, inp.session_id, plan.chunk_of)
-        _update_session_row(row, plan)
+        await chunk_store.insert_chunks(
+            db,
+            inp.session_id,
+            [(f.draft, f.vector) for f in batch.chunks],
+            ctx.embedder.model_name,
+        )
+        await session_store.mark_offloaded(db, inp.session_id, batch.chunk_of())
+        _update_session_row(row, outcome)
         clock.finish(response)
         await event_store.record_event(
-            db, inp.session_id, plan.turn, "turn", _event_payload(plan, response)
+            db, inp.session_id, plan.turn, "turn", _event_payload(outcome, response)
         )
         if inp.idempotency_key:
             await event_store.save_idempotent(
@@ -291,7 +294,8 @@ async def commit_turn(
             )
 
 
-def _update_session_row(row: SessionRow, plan: TurnPlan) -> None:
+def _update_session_row(row: SessionRow, outcome: Outcome) -> None:
+    plan = outcome.plan
     config = plan.config
     row.version += 1
     row.turn_count = plan.turn
@@ -304,7 +308,7 @@ def _update_session_row(row: SessionRow, plan: TurnPlan) -> None:
     row.c0_tokens = config.c0_tokens
     row.policy = config.policy_overrides
     row.calibration_ratio = plan.calibration_ratio
-    row.last_prompt_estimate = plan.estimate_after
+    row.last_prompt_estimate = outcome.estimate_sent
     if plan.offloaded:
         row.last_offload_turn = plan.turn
 
@@ -318,5 +322,5 @@ def record_metrics(response: dict[str, Any]) -> None:
         metrics.OFFLOADS.inc()
         metrics.CHUNKS_OFFLOADED.inc(len(offload["chunk_ids"]))
         metrics.TOKENS_FREED.inc(offload["tokens_freed"])
-    if offload["fallback"]:
-        metrics.FALLBACKS.labels(reason=offload["fallback"]).inc()
+    for reason in {offload["fallback"], response["recall"]["fallback"]} - {None}:
+        metrics.FALLBACKS.labels(reason=reason).inc()

@@ -14,12 +14,11 @@ from app.store.models import ChunkRow
 async def insert_chunks(
     db: AsyncSession,
     session_id: str,
-    drafts: Sequence[ChunkDraft],
-    embeddings: Sequence[list[float] | None],
-    embedding_model: str | None,
+    chunks: Sequence[tuple[ChunkDraft, list[float] | None]],
+    embedding_model: str,
 ) -> None:
     """Writes the chunks; a chunk without a vector is marked for re-embedding."""
-    for draft, vector in zip(drafts, embeddings, strict=True):
+    for draft, vector in chunks:
         db.add(
             ChunkRow(
                 session_id=session_id,

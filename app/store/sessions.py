@@ -133,3 +133,15 @@ async def counts(db: AsyncSession, session_id: str) -> dict[str, int]:
     )
     result["chunks"] = int(chunks or 0)
     return result
+
+
+async def window_seqs(db: AsyncSession, session_id: str) -> set[int]:
+    """Seqs of the messages whose full text is in C1 (stubs excluded)."""
+    result = await db.execute(
+        select(MessageRow.seq).where(
+            MessageRow.session_id == session_id,
+            MessageRow.state == MessageState.WINDOW,
+            MessageRow.stub_chunk_id.is_(None),
+        )
+    )
+    return set(result.scalars())

@@ -10,7 +10,10 @@ from app.core.types import Message
 from app.providers.fakes import DownEmbedder
 from app.services.context import ServiceContext
 from app.services.turn_plan import plan_turn
+from app.services.offload import OffloadBatch
+from app.services.turn_recall import TurnRecall
 from app.services.turns import (
+    Outcome,
     Stopwatch,
     VersionConflict,
     commit_turn,
@@ -90,7 +93,8 @@ async def test_a_turn_planned_on_a_stale_version_is_not_written(
     await run_turn(ctx, turn_input("race", [user("winner")]))
     before = await session_rows(connection, "race")
     with pytest.raises(VersionConflict):
-        await commit_turn(ctx, late, snap, plan, [], [], None, {}, Stopwatch(0.0, 0.0))
+        outcome = Outcome(plan, OffloadBatch([], [], None), TurnRecall(mode="auto"))
+        await commit_turn(ctx, late, snap, outcome, {}, Stopwatch(0.0, 0.0))
     assert await session_rows(connection, "race") == before
 
 

@@ -3,6 +3,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from app.core.chunker import (
+    TopicPolicy,
+    cosine,
+    mean_vector,
+    segment,
     as_budget_unit,
     build_chunks,
     group_units,
@@ -22,6 +26,10 @@ COUNTER = WhitespaceCounter()
 def ids() -> object:
     counter = iter(range(1, 1000))
     return lambda: f"ck_{next(counter)}"
+
+
+def tokens_only(max_tokens: int) -> TopicPolicy:
+    return TopicPolicy(min_tokens=1, max_tokens=max_tokens, similarity=0.5, overlap=False)
 
 
 def conversation() -> list:
@@ -54,7 +62,7 @@ def test_chunks_respect_max_tokens_and_never_split_a_unit() -> None:
         make_window_message(seq=i, turn=i, message=user(words(40)), tokens=45) for i in range(1, 7)
     ]
     groups = [[m] for m in window]
-    drafts = build_chunks(groups, COUNTER, max_tokens=100, new_id=ids())
+    drafts = [d for d, _ in build_chunks(groups, COUNTER, tokens_only(100), new_id=ids())]
     assert [d.seqs for d in drafts] == [(1, 2), (3, 4), (5, 6)]
     assert all(d.tokens <= 100 for d in drafts)
     assert drafts[0].turn_start == 1 and drafts[0].turn_end == 2
@@ -63,7 +71,7 @@ def test_chunks_respect_max_tokens_and_never_split_a_unit() -> None:
 
 def test_a_unit_larger_than_max_is_a_chunk_of_its_own() -> None:
     groups = group_units(conversation()[:4])
-    drafts = build_chunks(groups, COUNTER, max_tokens=5, new_id=ids())
+    drafts = [d for d, _ in build_chunks(groups, COUNTER, tokens_only(5), new_id=ids())]
     assert [d.seqs for d in drafts] == [(1,), (2, 3), (4,)]
 
 
@@ -79,7 +87,7 @@ def test_chunk_raw_text_keeps_every_message_verbatim_with_a_header() -> None:
         ),
         make_window_message(seq=3, turn=4, message=tool("c7", '{"rows": 3}')),
     ]
-    (draft,) = build_chunks(group_units(window), COUNTER, max_tokens=500, new_id=ids())
+    ((draft, _),) = build_chunks(group_units(window), COUNTER, tokens_only(500), new_id=ids())
     assert chinese in draft.raw_text
     assert '{"rows": 3}' in draft.raw_text
     assert '"id": "c7"' in draft.raw_text
@@ -128,3 +136,30 @@ def test_lexical_terms_split_latin_words_and_cjk_bigrams() -> None:
     ]
     assert lexical_terms("仓 x") == ["仓", "x"]
     assert distinct_terms("a a b") == ("a", "b")
+
+
+def test_a_topic_change_closes_a_chunk_once_it_holds_min_tokens() -> None:
+    policy = TopicPolicy(min_tokens=20, max_tokens=1000, similarity=0.5, overlap=False)
+    weather, trains = [1.0, 0.0], [0.0, 1.0]
+    vectors = [weather, weather, trains, trains, weather]
+    assert segment([15, 10, 10, 30, 5], vectors, policy) == [[0, 1], [2, 3], [4]]
+    # below min_tokens the topic change waits
+    assert segment([5, 10, 10], [weather, trains, trains], policy) == [[0, 1, 2]]
+    # the token bound always applies
+    assert segment([600, 600], [weather, weather], policy) == [[0], [1]]
+    # no vectors: token bound only
+    assert segment([15, 10, 10], None, policy) == [[0, 1, 2]]
+
+
+def test_chunks_carry_the_mean_of_their_units_vectors_and_may_overlap() -> None:
+    window = [
+        make_window_message(seq=i, turn=i, message=user(f"message {i} " + words(20)))
+        for i in range(1, 5)
+    ]
+    vectors = [[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]]
+    policy = TopicPolicy(min_tokens=1, max_tokens=1000, similarity=0.5, overlap=True)
+    built = build_chunks([[m] for m in window], COUNTER, policy, new_id=ids(), vectors=vectors)
+    assert [d.seqs for d, _ in built] == [(1, 2), (2, 3, 4)]
+    assert built[0][1] == [1.0, 0.0]
+    assert cosine(built[1][1] or [], mean_vector([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])) > 0.999
+    assert cosine([0.0, 0.0], [1.0, 0.0]) == 0.0

@@ -116,7 +116,7 @@ def test_crossing_the_watermark_plans_a_batch_offload_below_target() -> None:
     assert result.offloaded
     assert result.prompt_tokens_after <= 0.65 * 4_000
     assert result.window_after[-1].message.content == "next"
-    offloaded = set(result.chunk_of)
+    offloaded = {m.seq for unit in result.offload_units for m in unit}
     assert offloaded == set(range(1, 1 + len(offloaded)))  # the oldest ones
 
 

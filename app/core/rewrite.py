@@ -1,0 +1,122 @@
+"""Query rewriting for recall (DESIGN §4), with no model: rules only, Chinese and English.
+
+Policy:
+- A reference ("刚才说的那个方案", "the budget we agreed on", "the second one") marks the
+  query as a reference question: recall runs even in `auto` mode and an empty result injects
+  an explicit no-match line.
+- Entities are pulled out for exact matching: quoted strings, numbers, codes (INV-20931),
+  capitalised names, and the Chinese phrases left once cue and question words are removed.
+- A reference with almost no content of its own ("what about that one?") is resolved with the
+  entities of the last one or two turns, appended to the query.
+- Nothing found: the raw query is used as it is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from app.core.lexical import distinct_terms
+
+REFERENCE_CUES_ZH = tuple(
+    "刚才 刚刚 之前 以前 上次 上回 那个 那份 那条 那家 那次 那些 前面 上面 先前 早先 "
+    "第一个 第二个 第三个 最后一个 提到的 说过 说的 讲的 定的 聊的".split()
+)
+REFERENCE_EN = re.compile(
+    r"\b(earlier|before|previous(?:ly)?|last time|as (?:i|we) said|remind me"
+    r"|the (?:first|second|third|last|other) one"
+    r"|(?:we|you|i) (?:discussed|mentioned|agreed(?: on)?|talked about|decided(?: on)?|said|set)"
+    r"|that \w+(?: \w+){0,3} (?:we|you|i) (?:discussed|mentioned|agreed|decided|picked|chose))\b",
+    re.IGNORECASE,
+)
+# Longest first: "是多少" must go before "多少" and "是".
+QUESTION_WORDS_ZH = tuple(
+    "是多少 多少 是什么 什么 是哪个 哪个 哪里 哪儿 哪些 怎么 如何 是否 有没有 吗 呢 吧 请问 "
+    "我们 你们 现在 一下 是 的 了 在 要 用 把 和 还 就 都 再 告诉我".split()
+)
+STOPWORDS_EN = frozenset(
+    "a an the of for to in on at by with and or is are was were be been do does did what which "
+    "who whom whose when where why how we you i it its that this those these our your my me us "
+    "about again now earlier before previous previously said discussed agreed mentioned decided "
+    "talked remind last time one please tell can could would should there their they them "
+    "picked chose set any some".split()
+)
+NAME_STOPWORDS = frozenset(
+    "What Which Who When Where Why How The A An Is Are Was Were Do Does Did Can Could Please "
+    "Tell Remind We You I It That This And Or But So Ok Okay Yes No Thanks".split()
+)
+_QUOTED = re.compile(r"[\"“「『'‘]([^\"”」』'’]{2,80})[\"”」』'’]")
+_NUMBER = re.compile(r"(?<![\w\-])(?:\d[\d,.:/\-]*\d|\d)%?(?!\w)")
+_CODE = re.compile(r"\b[A-Za-z]{1,10}[-_]?\d[\w\-]*\b")
+_NAME = re.compile(r"\b[A-Z][\w\-]*(?:\s+[A-Z][\w\-]*)*")
+_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]{2,}")
+MAX_CONTEXT_ENTITIES = 6
+MIN_OWN_TERMS = 2
+
+
+@dataclass(frozen=True)
+class RewrittenQuery:
+    raw: str
+    text: str
+    terms: tuple[str, ...]
+    entities: tuple[str, ...]
+    has_reference: bool
+    context_entities: tuple[str, ...] = ()
+
+
+def has_reference(text: str) -> bool:
+    return any(cue in text for cue in REFERENCE_CUES_ZH) or bool(REFERENCE_EN.search(text))
+
+
+def _strip_cues(text: str) -> str:
+    cleaned = REFERENCE_EN.sub(" ", text)
+    for phrase in (*REFERENCE_CUES_ZH, *QUESTION_WORDS_ZH):
+        cleaned = cleaned.replace(phrase, " ")
+    return cleaned
+
+
+def _names(text: str) -> list[str]:
+    names = []
+    for match in _NAME.finditer(text):
+        words = [w for w in match.group().split() if w not in NAME_STOPWORDS]
+        if words:
+            names.append(" ".join(words))
+    return names
+
+
+def extract_entities(text: str) -> tuple[str, ...]:
+    """Exact-match candidates: quoted strings, codes, numbers, names, Chinese phrases."""
+    found: list[str] = [m.group(1).strip() for m in _QUOTED.finditer(text)]
+    found += [m.group() for m in _CODE.finditer(text)]
+    found += [m.group() for m in _NUMBER.finditer(text)]
+    found += _names(text)
+    found += [m.group() for m in _CJK_RUN.finditer(_strip_cues(text))]
+    return tuple(dict.fromkeys(e for e in found if e.strip()))
+
+
+def content_terms(text: str) -> tuple[str, ...]:
+    """Lexical terms of the query without cue words, question words and stopwords."""
+    return tuple(t for t in distinct_terms(_strip_cues(text)) if t not in STOPWORDS_EN)
+
+
+def rewrite(query: str, recent: Sequence[str] = ()) -> RewrittenQuery:
+    """`recent`: the texts of the last one or two turns, oldest first."""
+    reference = has_reference(query)
+    terms = content_terms(query)
+    entities = extract_entities(query)
+    context: tuple[str, ...] = ()
+    if reference and len(terms) < MIN_OWN_TERMS:
+        recent_entities = [e for text in recent for e in extract_entities(text)]
+        context = tuple(dict.fromkeys(reversed(recent_entities)))[:MAX_CONTEXT_ENTITIES]
+    own = " ".join(_strip_cues(query).split())
+    text = " ".join(part for part in (own, *context) if part) if terms or context else query
+    all_terms = tuple(dict.fromkeys((*terms, *(t for c in context for t in content_terms(c)))))
+    return RewrittenQuery(
+        raw=query,
+        text=text,
+        terms=all_terms,
+        entities=entities,
+        has_reference=reference,
+        context_entities=context,
+    )

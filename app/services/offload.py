@@ -1,0 +1,78 @@
+"""Turning a plan's offload units into chunks with vectors (DESIGN §3.2, §3.4).
+
+Each unit is embedded once: neighbouring units' vectors decide the topic boundaries and a
+chunk's vector is the mean of its units'. With the embedder down the chunks are still built
+(token bounds only) and written without vectors, marked for re-embedding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.core.chunker import TopicPolicy, build_chunks, unit_text
+from app.core.ports import EmbedderUnavailable
+from app.services.context import ServiceContext
+from app.services.recall import EMBEDDER_UNAVAILABLE, FreshChunk
+from app.services.turn_plan import TurnPlan
+
+
+@dataclass(frozen=True)
+class OffloadBatch:
+    oversize: list[FreshChunk]
+    offload: list[FreshChunk]
+    fallback: str | None
+
+    @property
+    def chunks(self) -> list[FreshChunk]:
+        return [*self.oversize, *self.offload]
+
+    def chunk_of(self) -> dict[int, str]:
+        """Each offloaded message's own chunk: the first that holds it (overlap copies aside)."""
+        owner: dict[int, str] = {}
+        for fresh in self.offload:
+            for seq in fresh.draft.seqs:
+                owner.setdefault(seq, fresh.draft.id)
+        return owner
+
+
+def topic_policy(ctx: ServiceContext) -> TopicPolicy:
+    chunks = ctx.settings.chunks
+    return TopicPolicy(
+        min_tokens=chunks.min_tokens,
+        max_tokens=chunks.max_tokens,
+        similarity=chunks.topic_similarity,
+        overlap=chunks.overlap,
+    )
+
+
+async def _embed_passages(ctx: ServiceContext, texts: list[str]) -> list[list[float]] | None:
+    if not texts:
+        return []
+    limit = ctx.settings.embedder.max_chars
+    try:
+        return await ctx.embedder.embed_passages([text[:limit] for text in texts])
+    except EmbedderUnavailable:
+        return None
+
+
+async def build_batch(ctx: ServiceContext, plan: TurnPlan) -> OffloadBatch:
+    units = plan.offload_units
+    texts = [d.raw_text for d in plan.oversize_drafts] + [unit_text(u) for u in units]
+    vectors = await _embed_passages(ctx, texts)
+    split = len(plan.oversize_drafts)
+    oversize = [
+        FreshChunk(draft, vectors[i] if vectors is not None else None)
+        for i, draft in enumerate(plan.oversize_drafts)
+    ]
+    built = build_chunks(
+        units,
+        ctx.counter,
+        topic_policy(ctx),
+        new_id=ctx.new_id,
+        vectors=vectors[split:] if vectors is not None else None,
+    )
+    return OffloadBatch(
+        oversize=oversize,
+        offload=[FreshChunk(draft, vector) for draft, vector in built],
+        fallback=None if vectors is not None else EMBEDDER_UNAVAILABLE,
+    )

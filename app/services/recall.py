@@ -1,0 +1,229 @@
+"""Recall (DESIGN §4–5): rewrite → embed → vector ∪ lexical candidates → fuse / rerank →
+pack within k and B. One retrieval path serves the turn, the recall endpoint and the tool.
+
+Degradation: the embedder down or slow → lexical candidates only, flagged
+`embedder_unavailable`; the reranker failing → fusion order, flagged `reranker_failed`.
+Neither ever fails the turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.core import rerank
+from app.core.chunker import cosine
+from app.core.ports import EmbedderUnavailable, RerankerUnavailable
+from app.core.rerank import Candidate, Injected, ScoredHit
+from app.core.rewrite import RewrittenQuery, rewrite
+from app.core.types import ChunkDraft
+from app.services.context import ServiceContext
+from app.services.sessions import owned_session
+from app.store import recall as recall_store
+from app.store import sessions as session_store
+from app.store.models import ChunkRow
+
+EMBEDDER_UNAVAILABLE = "embedder_unavailable"
+RERANKER_FAILED = "reranker_failed"
+RERANK_TEXT_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class FreshChunk:
+    """A chunk written by this very turn: searchable before its transaction commits."""
+
+    draft: ChunkDraft
+    vector: list[float] | None
+
+
+@dataclass
+class Retrieval:
+    items: list[Injected]
+    considered: list[ScoredHit]
+    fallback: str | None = None
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    def hits_report(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "chunk_id": item.hit.candidate.chunk_id,
+                "score": round(item.hit.score, 6),
+                "vector_score": _round(item.hit.candidate.vector_score),
+                "lexical_score": _round(item.hit.candidate.lexical_score),
+                "turn_range": [item.hit.candidate.turn_start, item.hit.candidate.turn_end],
+                "ts": item.hit.candidate.first_ts.isoformat(timespec="seconds"),
+                "tokens": item.tokens,
+                "truncated": item.truncated,
+            }
+            for item in self.items
+        ]
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+def _from_row(row: ChunkRow, query: RewrittenQuery, vector_score: float | None) -> Candidate:
+    return Candidate(
+        chunk_id=row.id,
+        turn_start=row.turn_start,
+        turn_end=row.turn_end,
+        seq_start=row.seq_start,
+        seq_end=row.seq_end,
+        first_ts=row.first_ts,
+        raw_text=row.raw_text,
+        tokens=row.tokens,
+        vector_score=vector_score,
+        lexical_score=rerank.lexical_score(query.terms, row.raw_text),
+    )
+
+
+def _from_fresh(fresh: FreshChunk, query: RewrittenQuery, qvec: list[float] | None) -> Candidate:
+    draft = fresh.draft
+    similar = cosine(qvec, fresh.vector) if qvec is not None and fresh.vector else None
+    return Candidate(
+        chunk_id=draft.id,
+        turn_start=draft.turn_start,
+        turn_end=draft.turn_end,
+        seq_start=min(draft.seqs),
+        seq_end=max(draft.seqs),
+        first_ts=draft.first_ts,
+        raw_text=draft.raw_text,
+        tokens=draft.tokens,
+        vector_score=similar,
+        lexical_score=rerank.lexical_score(query.terms, draft.raw_text),
+    )
+
+
+async def embed_query(ctx: ServiceContext, text: str) -> list[float] | None:
+    """The query vector, or None when the embedder is down or slower than the timeout."""
+    try:
+        return await asyncio.wait_for(
+            ctx.embedder.embed_query(text), timeout=ctx.settings.recall.embed_timeout_s
+        )
+    except (EmbedderUnavailable, TimeoutError):
+        return None
+
+
+async def _candidates(
+    ctx: ServiceContext, session_id: str, query: RewrittenQuery, qvec: list[float] | None
+) -> list[Candidate]:
+    settings = ctx.settings.recall
+    found: dict[str, Candidate] = {}
+    async with ctx.database.transaction() as db:
+        if qvec is not None:
+            for row, score in await recall_store.vector_candidates(
+                db,
+                session_id,
+                ctx.embedder.model_name,
+                qvec,
+                settings.candidates,
+                settings.hnsw_ef_search,
+            ):
+                found[row.id] = _from_row(row, query, score)
+        for row in await recall_store.lexical_candidates(
+            db, session_id, query.terms, settings.candidates
+        ):
+            found.setdefault(row.id, _from_row(row, query, None))
+    return list(found.values())
+
+
+async def _rerank(
+    ctx: ServiceContext, query: RewrittenQuery, hits: list[ScoredHit]
+) -> tuple[list[ScoredHit], str | None]:
+    if ctx.reranker is None or not hits:
+        return hits, None
+    documents = [hit.candidate.raw_text[:RERANK_TEXT_CHARS] for hit in hits]
+    try:
+        scores = await asyncio.wait_for(
+            ctx.reranker.rerank(query.text, documents), timeout=ctx.settings.recall.embed_timeout_s
+        )
+        return rerank.reorder(hits, scores), None
+    except (RerankerUnavailable, TimeoutError, ValueError):
+        return hits, RERANKER_FAILED
+
+
+async def retrieve(
+    ctx: ServiceContext,
+    session_id: str,
+    query: RewrittenQuery,
+    *,
+    top_k: int,
+    budget_tokens: int,
+    gated: bool,
+    window_seqs: Collection[int] = (),
+    fresh: Sequence[FreshChunk] = (),
+) -> Retrieval:
+    """The packed items for `query`. `gated`: auto mode without a reference word, where a hit
+    must pass the minimum similarity or match an entity."""
+    settings = ctx.settings.recall
+    timings: dict[str, float] = {}
+    mark = time.perf_counter()
+    qvec = await embed_query(ctx, query.text)
+    timings["embed"] = _ms_since(mark)
+    mark = time.perf_counter()
+    candidates = await _candidates(ctx, session_id, query, qvec)
+    candidates += [_from_fresh(f, query, qvec) for f in fresh]
+    timings["search"] = _ms_since(mark)
+    mark = time.perf_counter()
+    hits = rerank.fuse(
+        candidates,
+        query,
+        rrf_k=settings.rrf_k,
+        entity_bonus=settings.entity_bonus,
+        recency_weight=settings.recency_weight,
+    )
+    if gated:
+        hits = [h for h in hits if rerank.passes_auto_gate(h, settings.auto_min_similarity)]
+    hits, rerank_fallback = await _rerank(ctx, query, hits)
+    items = rerank.pack(
+        hits,
+        top_k=top_k,
+        budget_tokens=budget_tokens,
+        per_chunk_tokens=settings.per_chunk_tokens,
+        window_seqs=window_seqs,
+        count=ctx.counter.count,
+    )
+    timings["rerank"] = _ms_since(mark)
+    fallback = EMBEDDER_UNAVAILABLE if qvec is None else rerank_fallback
+    return Retrieval(items=items, considered=hits, fallback=fallback, timings_ms=timings)
+
+
+def _ms_since(mark: float) -> float:
+    return round((time.perf_counter() - mark) * 1000, 3)
+
+
+async def recall_query(
+    ctx: ServiceContext, tenant_id: str, session_id: str, text: str, top_k: int | None
+) -> dict[str, Any]:
+    """`POST /sessions/{id}/recall`: an explicit search, never gated, within k and B."""
+    async with ctx.database.transaction() as db:
+        await owned_session(db, tenant_id, session_id)
+        in_window = await session_store.window_seqs(db, session_id)
+    query = rewrite(text)
+    settings = ctx.settings.recall
+    found = await retrieve(
+        ctx,
+        session_id,
+        query,
+        top_k=top_k or settings.top_k,
+        budget_tokens=settings.budget_tokens,
+        gated=False,
+        window_seqs=in_window,
+    )
+    results = [
+        {**report, "text": item.text}
+        for report, item in zip(found.hits_report(), found.items, strict=True)
+    ]
+    return {
+        "query": text,
+        "query_rewritten": query.text,
+        "results": results,
+        "no_match": not results,
+        "message": "no match" if not results else None,
+        "fallback": found.fallback,
+        "timings_ms": found.timings_ms,
+    }

@@ -1,0 +1,117 @@
+"""What a turn recalls (DESIGN §4 modes): skip rules, k and B for the level, the block.
+
+- `off`: nothing. No user message in the turn (tool results only): nothing.
+- C3 empty (nothing archived before or by this turn): nothing, and no embedding call at all.
+- `auto`: every turn once C3 exists, gated by a minimum similarity; a reference word
+  ("刚才", "we agreed on") lifts the gate. `force`: never gated.
+- A reference question or `force` with no hit injects the explicit no-match line.
+- k and B tighten in emergency, and B never lets the prompt pass the emergency line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.core.assemble import recalled_block
+from app.core.budget import Level
+from app.core.rerank import NO_MATCH_LINE, format_block
+from app.core.rewrite import RewrittenQuery, rewrite
+from app.core.tokens import count_text_block
+from app.services.context import ServiceContext
+from app.services.offload import OffloadBatch
+from app.services.recall import retrieve
+from app.services.turn_plan import Snapshot, TurnInput, TurnPlan
+
+RECENT_TURNS = 2
+
+
+@dataclass
+class TurnRecall:
+    mode: str
+    query: RewrittenQuery | None = None
+    block: str | None = None
+    tokens: int = 0
+    hits: list[dict[str, Any]] = field(default_factory=list)
+    skipped_reason: str | None = None
+    fallback: str | None = None
+    no_match: bool = False
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "query_raw": self.query.raw if self.query else None,
+            "query_rewritten": self.query.text if self.query else None,
+            "hits": self.hits,
+            "final_k": len(self.hits),
+            "injected_tokens": self.tokens,
+            "no_match": self.no_match,
+            "skipped_reason": self.skipped_reason,
+            "fallback": self.fallback,
+        }
+
+
+def _newest_user_text(inp: TurnInput) -> str | None:
+    for message in reversed(inp.messages):
+        if message.role == "user" and message.content:
+            return message.content
+    return None
+
+
+def _recent_texts(snap: Snapshot) -> list[str]:
+    turns = sorted({m.turn for m in snap.window})[-RECENT_TURNS:]
+    return [m.message.content for m in snap.window if m.turn in turns and m.message.content]
+
+
+def _limits(ctx: ServiceContext, plan: TurnPlan) -> tuple[int, int]:
+    settings = ctx.settings.recall
+    emergency = plan.level is Level.EMERGENCY
+    top_k = settings.emergency_top_k if emergency else settings.top_k
+    budget = settings.emergency_budget_tokens if emergency else settings.budget_tokens
+    emergency_line = plan.config.budget.line(plan.config.policy.emergency_ratio)
+    # The block's header and the blank lines between items are not part of any item.
+    overhead = count_text_block(ctx.counter, recalled_block("-")) + 2 * top_k
+    headroom = (emergency_line - plan.prompt_tokens_after) / plan.calibration_ratio - overhead
+    return top_k, max(0, min(budget, int(headroom)))
+
+
+async def recall_for_turn(
+    ctx: ServiceContext, inp: TurnInput, snap: Snapshot, plan: TurnPlan, batch: OffloadBatch
+) -> TurnRecall:
+    result = TurnRecall(mode=inp.recall)
+    text = _newest_user_text(inp)
+    if inp.recall == "off":
+        result.skipped_reason = "off"
+    elif text is None:
+        result.skipped_reason = "no_user_input"
+    elif not (snap.has_chunks or batch.chunks):
+        result.skipped_reason = "archive_empty"
+    if result.skipped_reason:
+        return result
+    assert text is not None
+    query = rewrite(text, _recent_texts(snap))
+    result.query = query
+    top_k, budget = _limits(ctx, plan)
+    forced = inp.recall == "force" or query.has_reference
+    found = await retrieve(
+        ctx,
+        inp.session_id,
+        query,
+        top_k=top_k,
+        budget_tokens=budget,
+        gated=not forced,
+        window_seqs={m.seq for m in plan.window_after if m.stub_chunk_id is None},
+        fresh=batch.chunks,
+    )
+    result.hits, result.fallback, result.timings_ms = (
+        found.hits_report(),
+        found.fallback,
+        found.timings_ms,
+    )
+    if found.items:
+        result.block = format_block(found.items)
+    elif forced:
+        result.block, result.no_match = NO_MATCH_LINE, True
+    result.tokens = count_text_block(ctx.counter, recalled_block(result.block))
+    return result

@@ -1,0 +1,129 @@
+from __future__ import annotations
+
+from datetime import timedelta
+
+from app.core.rerank import (
+    NO_MATCH_LINE,
+    Candidate,
+    ScoredHit,
+    format_block,
+    fuse,
+    lexical_score,
+    pack,
+    passes_auto_gate,
+    reorder,
+    truncate_to_tokens,
+)
+from app.core.rewrite import rewrite
+from app.providers.fakes import WhitespaceCounter
+from tests.builders import T0
+
+COUNT = WhitespaceCounter().count
+
+
+def make_candidate(chunk_id: str, **overrides: object) -> Candidate:
+    values: dict[str, object] = {
+        "chunk_id": chunk_id,
+        "turn_start": 1,
+        "turn_end": 2,
+        "seq_start": 1,
+        "seq_end": 2,
+        "first_ts": T0,
+        "raw_text": f"text of {chunk_id}",
+        "tokens": 3,
+    }
+    values.update(overrides)
+    return Candidate(**values)  # type: ignore[arg-type]
+
+
+def test_lexical_score_is_the_share_of_query_terms_present() -> None:
+    assert lexical_score(("budget", "cloud"), "The cloud budget is 12,400.") == 1.0
+    assert lexical_score(("budget", "cloud"), "cloud only") == 0.5
+    assert lexical_score((), "anything") == 0.0
+
+
+def test_fusion_rewards_agreement_between_vector_and_lexical_lists() -> None:
+    query = rewrite("cloud budget")
+    both = make_candidate("both", vector_score=0.8, lexical_score=0.5)
+    vector_only = make_candidate("vec", vector_score=0.9)
+    lexical_only = make_candidate("lex", lexical_score=1.0)
+    hits = fuse(
+        [vector_only, lexical_only, both], query, rrf_k=60, entity_bonus=0, recency_weight=0
+    )
+    assert hits[0].candidate.chunk_id == "both"
+    assert {h.candidate.chunk_id for h in hits} == {"both", "vec", "lex"}
+
+
+def test_exact_entity_matches_and_recency_break_ties() -> None:
+    query = rewrite("invoice INV-20931")
+    with_entity = make_candidate("a", vector_score=0.5, raw_text="INV-20931 is overdue")
+    without = make_candidate("b", vector_score=0.5, raw_text="another invoice")
+    hits = fuse([without, with_entity], query, rrf_k=60, entity_bonus=0.05, recency_weight=0)
+    assert hits[0].candidate.chunk_id == "a" and hits[0].entity_matches == 1
+    old = make_candidate("old", vector_score=0.5, turn_end=1)
+    new = make_candidate("new", vector_score=0.5, turn_end=10)
+    by_time = fuse([old, new], rewrite("x"), rrf_k=60, entity_bonus=0, recency_weight=0.5)
+    assert by_time[0].candidate.chunk_id == "new"
+
+
+def test_duplicate_candidates_are_fused_once() -> None:
+    twice = [make_candidate("a", vector_score=0.9), make_candidate("a", vector_score=0.9)]
+    assert len(fuse(twice, rewrite("q"), rrf_k=60, entity_bonus=0, recency_weight=0)) == 1
+
+
+def test_auto_gate_needs_similarity_or_an_entity() -> None:
+    close = ScoredHit(make_candidate("a", vector_score=0.85), 0.1, 0)
+    far = ScoredHit(make_candidate("b", vector_score=0.5), 0.1, 0)
+    named = ScoredHit(make_candidate("c", vector_score=0.5), 0.1, 1)
+    assert passes_auto_gate(close, 0.8) and passes_auto_gate(named, 0.8)
+    assert not passes_auto_gate(far, 0.8)
+
+
+def test_external_scores_reorder_the_hits() -> None:
+    hits = [ScoredHit(make_candidate("a"), 0.9, 0), ScoredHit(make_candidate("b"), 0.1, 0)]
+    assert [h.candidate.chunk_id for h in reorder(hits, [0.2, 0.7])] == ["b", "a"]
+
+
+def test_truncation_keeps_a_prefix_within_the_cap() -> None:
+    text = " ".join(f"w{i}" for i in range(100))
+    cut, truncated = truncate_to_tokens(text, 10, COUNT)
+    assert truncated and COUNT(cut) <= 10 and text.startswith(cut)
+    assert truncate_to_tokens("short text", 10, COUNT) == ("short text", False)
+
+
+def hit(chunk_id: str, score: float, **overrides: object) -> ScoredHit:
+    return ScoredHit(make_candidate(chunk_id, **overrides), score, 0)
+
+
+def test_packing_respects_k_budget_window_and_orders_by_time() -> None:
+    long_text = " ".join(f"w{i}" for i in range(300))
+    hits = [
+        hit("late", 0.9, turn_start=20, turn_end=21, seq_start=40, seq_end=41),
+        hit("inwin", 0.8, turn_start=30, seq_start=60, seq_end=61),
+        hit("early", 0.7, turn_start=3, seq_start=5, seq_end=6, raw_text=long_text),
+        hit("late", 0.6, turn_start=20, seq_start=40, seq_end=41),
+        hit("fourth", 0.5, turn_start=9, seq_start=9, seq_end=9),
+    ]
+    items = pack(
+        hits, top_k=2, budget_tokens=1000, per_chunk_tokens=50, window_seqs={60, 61}, count=COUNT
+    )
+    assert [i.hit.candidate.chunk_id for i in items] == ["early", "late"]
+    early = items[0]
+    assert early.truncated and early.tokens <= 50 and "GET chunk early" in early.text
+    assert [i.hit.score for i in items] == [0.7, 0.9]
+    tight = pack(hits, top_k=5, budget_tokens=30, per_chunk_tokens=50, window_seqs=(), count=COUNT)
+    assert sum(i.tokens for i in tight) <= 30
+
+
+def test_block_items_are_headed_with_time_turns_and_chunk_id() -> None:
+    items = pack(
+        [hit("ck_1", 0.5, first_ts=T0 + timedelta(hours=1))],
+        top_k=1,
+        budget_tokens=100,
+        per_chunk_tokens=100,
+        window_seqs=(),
+        count=COUNT,
+    )
+    block = format_block(items)
+    assert block.startswith("[2026-11-30T13:00:00+00:00 | turn 1-2 | ck_1]\ntext of ck_1")
+    assert "Do not guess" in NO_MATCH_LINE

@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+import pytest
+
+from app.core.rewrite import content_terms, extract_entities, has_reference, rewrite
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "刚才说的那个仓库是哪个？",
+        "之前定的预算上限是多少？",
+        "上次提到的供应商合同编号是什么？",
+        "前面说的温度要求",
+        "第二个方案怎么样？",
+        "What was the budget we agreed on?",
+        "Remind me of the warehouse rule.",
+        "Go with the second one.",
+        "As we said earlier, ship on Monday.",
+        "what about that plan we discussed",
+        "the previous invoice",
+    ],
+)
+def test_references_are_detected_in_chinese_and_english(query: str) -> None:
+    assert has_reference(query)
+
+
+@pytest.mark.parametrize("query", ["华东仓库存还有多少？", "Ship 40 pallets to Osaka.", "hello"])
+def test_plain_questions_are_not_references(query: str) -> None:
+    assert not has_reference(query)
+
+
+def test_entities_cover_quotes_codes_numbers_names_and_chinese_phrases() -> None:
+    entities = extract_entities(
+        'Invoice INV-20931 for Priya Raman: "net 30" terms, 12,400 USD, call 138-0013-4567. '
+        "客户联系人是王建国"
+    )
+    for expected in ("INV-20931", "Priya Raman", "net 30", "12,400", "138-0013-4567"):
+        assert expected in entities
+    assert any("王建国" in e for e in entities)
+    assert "3" not in extract_entities("plan Q3 and Beta-2")
+
+
+def test_cue_and_question_words_are_not_search_terms() -> None:
+    assert content_terms("What was the budget we agreed on for cloud servers?") == (
+        "budget",
+        "cloud",
+        "servers",
+    )
+    assert content_terms("刚才说的那个仓库是哪个？") == ("仓库",)
+
+
+def test_a_vague_reference_is_resolved_with_the_last_turns() -> None:
+    recent = ["Compare plan Alpha with plan Beta-2 for the Q3 rollout.", "Alpha is cheaper."]
+    query = rewrite("what about the second one?", recent)
+    assert query.has_reference
+    assert "Beta-2" in query.context_entities
+    assert "Beta-2" in query.text and "beta-2" in query.terms
+
+
+def test_a_reference_with_its_own_content_is_not_padded() -> None:
+    query = rewrite("What was the budget we agreed on for cloud servers?", ["Alpha wins."])
+    assert query.context_entities == ()
+    assert query.text == "What was the budget for cloud servers?"
+
+
+def test_nothing_to_extract_falls_back_to_the_raw_query() -> None:
+    assert rewrite("吗？").text == "吗？"
+    assert rewrite("what was it?").text == "what was it?"
