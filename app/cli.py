@@ -1,4 +1,4 @@
-"""`ebbtide serve | migrate | openapi`."""
+"""`ebbtide serve | migrate | reembed | openapi`."""
 
 from __future__ import annotations
 
@@ -50,6 +50,27 @@ def serve(settings: Settings) -> None:
     )
 
 
+def reembed(settings: Settings, session_id: str | None) -> None:
+    import asyncio
+
+    from app.main import build_context
+    from app.services.reembed import reembed as run_reembed
+
+    url = _migrate(settings)
+
+    async def go() -> None:
+        ctx = build_context(settings, url)
+        try:
+            report = await run_reembed(ctx, session_id)
+        finally:
+            await ctx.database.dispose()
+        print(f"ebbtide: re-embedded {report.embedded} chunks with {ctx.embedder.model_name}")
+        if report.stopped_by:
+            raise SystemExit(f"ebbtide: stopped early, {report.stopped_by}")
+
+    asyncio.run(go())
+
+
 def write_openapi(path: Path) -> None:
     from app.main import create_app
 
@@ -63,6 +84,10 @@ def main(argv: list[str] | None = None) -> None:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("serve", help="migrate, then serve HTTP on HOST:PORT")
     commands.add_parser("migrate", help="alembic upgrade head")
+    again = commands.add_parser(
+        "reembed", help="embed chunks stored without a vector or with another model's"
+    )
+    again.add_argument("--session", default=None, help="only this session (default: all)")
     openapi = commands.add_parser("openapi", help="write the OpenAPI schema")
     openapi.add_argument("--out", type=Path, default=Path("openapi/openapi.json"))
     args = parser.parse_args(argv)
@@ -71,6 +96,8 @@ def main(argv: list[str] | None = None) -> None:
         serve(settings)
     elif args.command == "migrate":
         print(f"ebbtide: migrated {_migrate(settings).split('@')[-1]}")
+    elif args.command == "reembed":
+        reembed(settings, args.session)
     elif args.command == "openapi":
         write_openapi(args.out)
 

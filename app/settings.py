@@ -91,12 +91,19 @@ class RecallSettings(BaseModel):
     rrf_k: int = Field(60, ge=1, description="Reciprocal-rank fusion constant.")
     entity_bonus: float = Field(0.01, ge=0, description="Per query entity found verbatim.")
     recency_weight: float = Field(0.002, ge=0, description="Newest chunk's prior; oldest 0.")
+    # Cosine thresholds are the embedder's scale: these suit the local e5 model (unrelated
+    # text scores about 0.70-0.78 there); re-tune them for another embedder.
     auto_min_similarity: float = Field(
+        0.84,
+        ge=-1,
+        le=1,
+        description="auto mode without a reference word: a hit needs this cosine or an entity.",
+    )
+    force_min_similarity: float = Field(
         0.80,
         ge=-1,
         le=1,
-        description="auto mode without reference words: a hit needs this cosine, or lexical "
-        "overlap with an entity of the query.",
+        description="asked-for recall: a hit needs this cosine, a query term or an entity.",
     )
     hnsw_ef_search: int = Field(100, ge=1, le=1000)
     embed_timeout_s: float = Field(5.0, gt=0)

@@ -59,9 +59,14 @@ def database(connection: AsyncConnection) -> Database:
     return Database.bound(connection)
 
 
+HASH_RECALL = {"auto_min_similarity": 0.5, "force_min_similarity": 0.35}
+
+
 def make_settings(**overrides: object) -> Settings:
-    """Settings for tests: the database URL is unused (the context is bound)."""
-    return Settings(database_url="postgresql://bound-in-tests", **overrides)  # type: ignore[arg-type]
+    """Settings for tests: the database URL is unused (the context is bound) and the recall
+    thresholds suit the hash embedder the tests use unless they say otherwise."""
+    recall = {**HASH_RECALL, **overrides.pop("recall", {})}  # type: ignore[dict-item]
+    return Settings(database_url="postgresql://bound-in-tests", recall=recall, **overrides)  # type: ignore[arg-type]
 
 
 @pytest.fixture

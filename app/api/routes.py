@@ -14,12 +14,15 @@ from app.api.errors import ERROR_RESPONSES, error_response
 from app.api.schemas import (
     SESSION_ID_PATTERN,
     ChunkView,
+    RecallRequest,
+    RecallResponse,
     StatusView,
     TurnRequest,
     TurnResponse,
 )
 from app.errors import MessageTooLarge, TooManyMessages
 from app.services.context import ServiceContext
+from app.services.recall import recall_query
 from app.services.sessions import read_chunk, session_status
 from app.services.turn_plan import TurnInput
 from app.services.turns import run_turn
@@ -85,6 +88,20 @@ async def post_turn(
         request_hash=_request_hash(body),
     )
     return await run_turn(ctx, turn)
+
+
+@router.post(
+    "/sessions/{session_id}/recall",
+    response_model=RecallResponse,
+    responses=ERROR_RESPONSES,
+    tags=["sessions"],
+)
+async def post_recall(
+    session_id: SessionId, body: RecallRequest, ctx: Context, tenant: Tenant
+) -> dict[str, Any]:
+    """Search the session's offloaded chunks: raw text headed `[ts | turn a-b | chunk_id]`,
+    capped per item and in total, or an explicit no match."""
+    return await recall_query(ctx, tenant, session_id, body.query, body.top_k)
 
 
 @router.get(

@@ -6,8 +6,11 @@ Policy:
   chunk adds `entity_bonus`; a small recency prior adds up to `recency_weight` for the newest.
 - An external reranker, when configured, reorders by its own scores; when it fails the fusion
   order stands and the caller flags it.
-- In `auto` mode without a reference word a hit must earn its place: cosine at least
-  `min_similarity`, or an entity of the query found verbatim.
+- A hit must be evidence, not merely the nearest chunk: in `auto` mode without a reference
+  word, cosine at least the auto threshold or an entity of the query found verbatim; when
+  recall is asked for (a reference word, `force`, the endpoint), a lower cosine threshold or
+  any query term found is enough. So an unrelated archive yields no hit and, for a reference
+  question, the explicit no-match line.
 - Packing: best first, at most k items and B tokens; one item at most `per_chunk_tokens`
   (cut with a marker naming the chunk); chunks wholly inside the window and repeated ids are
   skipped; the block lists the items in time order, each headed `[ts | turn a-b | chunk_id]`.
@@ -113,9 +116,13 @@ def reorder(hits: Sequence[ScoredHit], scores: Sequence[float]) -> list[ScoredHi
     return sorted(rescored, key=lambda hit: -hit.score)
 
 
-def passes_auto_gate(hit: ScoredHit, min_similarity: float) -> bool:
-    similar = (hit.candidate.vector_score or 0) >= min_similarity
-    return similar or hit.entity_matches > 0
+def is_evidence(hit: ScoredHit, *, min_similarity: float, lexical_counts: bool) -> bool:
+    """Whether a hit is related to the query at all: close enough in vector space, an entity
+    of the query found verbatim, or (when `lexical_counts`) any of the query's terms."""
+    candidate = hit.candidate
+    similar = (candidate.vector_score or 0) >= min_similarity
+    lexical = lexical_counts and (candidate.lexical_score or 0) > 0
+    return similar or lexical or hit.entity_matches > 0
 
 
 def truncate_to_tokens(text: str, max_tokens: int, count: Callable[[str], int]) -> tuple[str, bool]:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
-from app.core.ports import EmbedderUnavailable
+from app.core.ports import EmbedderUnavailable, RerankerUnavailable
 from app.providers.embedders import HashEmbedder
 
 
@@ -42,3 +43,32 @@ class WhitespaceCounter:
 
     def count(self, text: str) -> int:
         return len(text.split())
+
+
+class SlowEmbedder(HashEmbedder):
+    """Answers passages at once but queries only after `delay_s`: a stalled service."""
+
+    def __init__(self, delay_s: float, dimension: int = 384) -> None:
+        super().__init__(dimension)
+        self.delay_s = delay_s
+
+    async def embed_query(self, text: str) -> list[float]:
+        await asyncio.sleep(self.delay_s)
+        return await super().embed_query(text)
+
+
+class FailingReranker:
+    async def rerank(self, query: str, documents: Sequence[str]) -> list[float]:
+        raise RerankerUnavailable("reranker is down (fake)")
+
+
+class ScriptedReranker:
+    """Scores a document by whether it contains `preferred`: a predictable cross-encoder."""
+
+    def __init__(self, preferred: str) -> None:
+        self.preferred = preferred
+        self.calls = 0
+
+    async def rerank(self, query: str, documents: Sequence[str]) -> list[float]:
+        self.calls += 1
+        return [1.0 if self.preferred in doc else 0.0 for doc in documents]

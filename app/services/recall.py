@@ -158,7 +158,7 @@ async def retrieve(
     fresh: Sequence[FreshChunk] = (),
 ) -> Retrieval:
     """The packed items for `query`. `gated`: auto mode without a reference word, where a hit
-    must pass the minimum similarity or match an entity."""
+    needs the higher similarity threshold or an entity match (see `core.rerank`)."""
     settings = ctx.settings.recall
     timings: dict[str, float] = {}
     mark = time.perf_counter()
@@ -176,8 +176,10 @@ async def retrieve(
         entity_bonus=settings.entity_bonus,
         recency_weight=settings.recency_weight,
     )
-    if gated:
-        hits = [h for h in hits if rerank.passes_auto_gate(h, settings.auto_min_similarity)]
+    threshold = settings.auto_min_similarity if gated else settings.force_min_similarity
+    hits = [
+        h for h in hits if rerank.is_evidence(h, min_similarity=threshold, lexical_counts=not gated)
+    ]
     hits, rerank_fallback = await _rerank(ctx, query, hits)
     items = rerank.pack(
         hits,

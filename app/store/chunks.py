@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import exists, func, select
+from sqlalchemy import exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.types import ChunkDraft
@@ -51,3 +51,32 @@ async def get_chunk(db: AsyncSession, session_id: str, chunk_id: str) -> ChunkRo
 async def has_chunks(db: AsyncSession, session_id: str) -> bool:
     """Whether C3 holds anything for the session (recall is skipped while it is empty)."""
     return bool(await db.scalar(select(exists().where(ChunkRow.session_id == session_id))))
+
+
+async def chunks_to_reembed(
+    db: AsyncSession, model: str, session_id: str | None, limit: int
+) -> list[tuple[str, str, str]]:
+    """(session_id, chunk_id, raw_text) of chunks with no vector or another model's."""
+    statement = (
+        select(ChunkRow.session_id, ChunkRow.id, ChunkRow.raw_text)
+        .where(
+            ChunkRow.needs_embedding
+            | ChunkRow.embedding_model.is_(None)
+            | (ChunkRow.embedding_model != model)
+        )
+        .order_by(ChunkRow.session_id, ChunkRow.id)
+        .limit(limit)
+    )
+    if session_id is not None:
+        statement = statement.where(ChunkRow.session_id == session_id)
+    return [(row[0], row[1], row[2]) for row in (await db.execute(statement)).all()]
+
+
+async def set_embedding(
+    db: AsyncSession, session_id: str, chunk_id: str, vector: list[float], model: str
+) -> None:
+    await db.execute(
+        update(ChunkRow)
+        .where(ChunkRow.session_id == session_id, ChunkRow.id == chunk_id)
+        .values(embedding=vector, embedding_model=model, needs_embedding=False)
+    )

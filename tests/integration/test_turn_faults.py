@@ -9,8 +9,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.core.types import Message
 from app.providers.fakes import DownEmbedder
 from app.services.context import ServiceContext
-from app.services.turn_plan import plan_turn
 from app.services.offload import OffloadBatch
+from app.services.turn_plan import plan_turn
 from app.services.turn_recall import TurnRecall
 from app.services.turns import (
     Outcome,

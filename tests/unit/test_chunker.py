@@ -4,16 +4,16 @@ from datetime import timedelta
 
 from app.core.chunker import (
     TopicPolicy,
-    cosine,
-    mean_vector,
-    segment,
     as_budget_unit,
     build_chunks,
+    cosine,
     group_units,
     make_stub,
+    mean_vector,
     oversize_chunk,
     oversize_limit,
     render_message,
+    segment,
 )
 from app.core.lexical import distinct_terms, lexical_terms
 from app.core.types import ChunkKind

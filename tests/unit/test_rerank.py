@@ -8,9 +8,9 @@ from app.core.rerank import (
     ScoredHit,
     format_block,
     fuse,
+    is_evidence,
     lexical_score,
     pack,
-    passes_auto_gate,
     reorder,
     truncate_to_tokens,
 )
@@ -71,12 +71,16 @@ def test_duplicate_candidates_are_fused_once() -> None:
     assert len(fuse(twice, rewrite("q"), rrf_k=60, entity_bonus=0, recency_weight=0)) == 1
 
 
-def test_auto_gate_needs_similarity_or_an_entity() -> None:
+def test_a_hit_must_be_evidence_not_just_the_nearest_chunk() -> None:
     close = ScoredHit(make_candidate("a", vector_score=0.85), 0.1, 0)
     far = ScoredHit(make_candidate("b", vector_score=0.5), 0.1, 0)
     named = ScoredHit(make_candidate("c", vector_score=0.5), 0.1, 1)
-    assert passes_auto_gate(close, 0.8) and passes_auto_gate(named, 0.8)
-    assert not passes_auto_gate(far, 0.8)
+    worded = ScoredHit(make_candidate("d", vector_score=0.5, lexical_score=0.3), 0.1, 0)
+    assert is_evidence(close, min_similarity=0.8, lexical_counts=False)
+    assert is_evidence(named, min_similarity=0.8, lexical_counts=False)
+    assert not is_evidence(far, min_similarity=0.8, lexical_counts=True)
+    assert not is_evidence(worded, min_similarity=0.8, lexical_counts=False)
+    assert is_evidence(worded, min_similarity=0.8, lexical_counts=True)
 
 
 def test_external_scores_reorder_the_hits() -> None:

@@ -1,0 +1,235 @@
+"""Recall in the turn pipeline and the recall endpoint, on the real Postgres (hash embedder)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.core.rerank import NO_MATCH_LINE
+from app.providers.embedders import HashEmbedder
+from app.providers.fakes import (
+    CountingEmbedder,
+    DownEmbedder,
+    FailingReranker,
+    ScriptedReranker,
+    SlowEmbedder,
+)
+from app.services.context import ServiceContext
+from app.services.reembed import reembed
+from app.services.turns import run_turn
+from tests.builders import assistant, tool, user, words
+from tests.conftest import make_settings
+from tests.integration.test_turn_invariants import turn_input
+
+FACTS = [
+    "The cloud server budget is capped at 12,400 dollars per quarter.",
+    "Ship only from the Suzhou warehouse, never from Guangzhou.",
+    "只查华东仓的库存，不要包含华南仓。",
+]
+WINDOW = {"context_window": 3000, "policy": {"floor_turns": 2, "floor_tokens": 0}}
+
+
+async def archive_facts(ctx: ServiceContext, session: str) -> None:
+    """Plants the facts, then talks until they are offloaded."""
+    for fact in FACTS:
+        await run_turn(ctx, turn_input(session, [user(fact)], **WINDOW))
+    for t in range(12):
+        await run_turn(ctx, turn_input(session, [user(f"filler {t} " + words(120))], **WINDOW))
+
+
+def recalled_block(response: dict[str, Any]) -> str:
+    blocks = [
+        m["content"]
+        for m in response["messages"]
+        if m["role"] == "system" and "Earlier context recalled" in m["content"]
+    ]
+    return blocks[0] if blocks else ""
+
+
+async def ask(ctx: ServiceContext, session: str, question: str, **fields: Any) -> dict[str, Any]:
+    return await run_turn(ctx, turn_input(session, [user(question)], **fields))
+
+
+async def test_an_offloaded_detail_comes_back_before_the_question(ctx: ServiceContext) -> None:
+    await archive_facts(ctx, "r1")
+    response = await ask(ctx, "r1", "What was the budget we agreed on for cloud servers?")
+    block = recalled_block(response)
+    assert FACTS[0] in block
+    recall = response["recall"]
+    assert recall["query_raw"].startswith("What was the budget")
+    assert recall["query_rewritten"] == "What was the budget for cloud servers?"
+    assert recall["final_k"] == len(recall["hits"]) >= 1 and recall["injected_tokens"] > 0
+    first = recall["hits"][0]
+    assert block.count(f"| {first['chunk_id']}]") == 1
+    assert response["messages"][-1]["content"].startswith("What was the budget")
+    assert response["messages"][-2]["content"] == block
+
+
+async def test_a_chinese_reference_question_finds_the_chinese_fact(ctx: ServiceContext) -> None:
+    await archive_facts(ctx, "r2")
+    response = await ask(ctx, "r2", "刚才说的只查哪个仓的库存？")
+    assert FACTS[2] in recalled_block(response)
+
+
+async def test_a_reference_with_no_match_injects_the_explicit_line(ctx: ServiceContext) -> None:
+    await archive_facts(ctx, "r3")
+    response = await ask(ctx, "r3", "What was the colour we agreed on for the logo?")
+    assert response["recall"]["no_match"] is True
+    assert NO_MATCH_LINE in recalled_block(response)
+
+
+async def test_auto_mode_does_not_inject_unrelated_chunks(ctx: ServiceContext) -> None:
+    await archive_facts(ctx, "r4")
+    response = await ask(ctx, "r4", "thanks, sounds good")
+    assert response["recall"]["hits"] == [] and recalled_block(response) == ""
+    assert response["recall"]["skipped_reason"] is None
+
+
+async def test_off_mode_and_turns_without_user_input_skip_recall(
+    ctx: ServiceContext, embedder: CountingEmbedder
+) -> None:
+    await archive_facts(ctx, "r5")
+    calls = embedder.query_calls
+    off = await ask(ctx, "r5", "the budget we agreed on?", recall="off")
+    assert off["recall"]["skipped_reason"] == "off"
+    call = await run_turn(ctx, turn_input("r5", [assistant(None, [("c1", "lookup")])]))
+    assert call["recall"]["skipped_reason"] == "no_user_input"
+    result = await run_turn(ctx, turn_input("r5", [tool("c1", "done")]))
+    assert result["recall"]["skipped_reason"] == "no_user_input"
+    assert embedder.query_calls == calls
+
+
+async def test_force_mode_recalls_without_a_reference_word(ctx: ServiceContext) -> None:
+    await archive_facts(ctx, "r6")
+    response = await ask(ctx, "r6", "Suzhou warehouse", recall="force")
+    assert FACTS[1] in recalled_block(response)
+
+
+async def test_embedder_down_during_recall_falls_back_to_lexical(ctx: ServiceContext) -> None:
+    await archive_facts(ctx, "r7")
+    ctx.embedder = DownEmbedder()
+    response = await ask(ctx, "r7", "What was the budget we agreed on for cloud servers?")
+    assert response["recall"]["fallback"] == "embedder_unavailable"
+    assert FACTS[0] in recalled_block(response)
+    assert all(hit["vector_score"] is None for hit in response["recall"]["hits"])
+
+
+async def test_a_stalled_embedder_is_timed_out_and_flagged(ctx: ServiceContext) -> None:
+    await archive_facts(ctx, "r8")
+    ctx.settings = make_settings(recall={"embed_timeout_s": 0.05})
+    ctx.embedder = SlowEmbedder(delay_s=5)
+    response = await ask(ctx, "r8", "What was the budget we agreed on for cloud servers?")
+    assert response["recall"]["fallback"] == "embedder_unavailable"
+    assert FACTS[0] in recalled_block(response)
+
+
+async def test_a_failing_reranker_keeps_the_fusion_order_and_is_flagged(
+    ctx: ServiceContext,
+) -> None:
+    await archive_facts(ctx, "r9")
+    question = "What was the budget we agreed on for cloud servers?"
+    ctx.reranker = FailingReranker()
+    failed = await ask(ctx, "r9", question, recall="force")
+    assert failed["recall"]["fallback"] == "reranker_failed"
+    assert FACTS[0] in recalled_block(failed)
+
+
+async def test_a_reranker_decides_the_order(ctx: ServiceContext) -> None:
+    await archive_facts(ctx, "r10")
+    reranker = ScriptedReranker(preferred="Guangzhou")
+    ctx.reranker = reranker
+    response = await ask(ctx, "r10", "What was the budget we agreed on for cloud servers?")
+    assert reranker.calls == 1
+    assert response["recall"]["fallback"] is None
+    best = max(response["recall"]["hits"], key=lambda hit: hit["score"])
+    assert best["score"] == 1.0
+
+
+async def test_a_chunk_offloaded_by_this_turn_is_recallable_in_the_same_turn(
+    ctx: ServiceContext,
+) -> None:
+    session = "r11"
+    await run_turn(ctx, turn_input(session, [user(FACTS[1])], **WINDOW))
+    for t in range(30):
+        response = await ask(
+            ctx, session, f"filler {t} {words(100)} remind me of the warehouse", **WINDOW
+        )
+        if response["offload"]["triggered"]:
+            break
+    assert response["offload"]["triggered"]
+    assert FACTS[1] in recalled_block(response)
+    assert response["recall"]["hits"][0]["chunk_id"] in response["offload"]["chunk_ids"]
+
+
+async def test_emergency_tightens_k(ctx: ServiceContext) -> None:
+    ctx.settings = make_settings(recall={"top_k": 5, "emergency_top_k": 1})
+    await archive_facts(ctx, "r12")
+    burst = [user(f"part {i}: " + words(170)) for i in range(5)]
+    burst.append(user("Suzhou Guangzhou budget warehouse cloud"))
+    response = await run_turn(ctx, turn_input("r12", burst, recall="force"))
+    assert response["usage"]["level"] == "emergency"
+    assert response["recall"]["final_k"] <= 1
+    assert response["usage"]["prompt_tokens"] <= 0.95 * response["usage"]["budget"]
+
+
+async def test_reembed_picks_up_chunks_stored_while_the_embedder_was_down(
+    ctx: ServiceContext, connection: AsyncConnection
+) -> None:
+    ctx.embedder = DownEmbedder()
+    await archive_facts(ctx, "r13")
+    pending = await connection.scalar(
+        text("SELECT count(*) FROM chunks WHERE session_id = 'r13' AND needs_embedding")
+    )
+    assert pending and pending > 0
+    ctx.embedder = DownEmbedder()
+    assert (await reembed(ctx, "r13")).stopped_by is not None
+    ctx.embedder = HashEmbedder()
+    report = await reembed(ctx, "r13")
+    assert report.embedded == pending and report.stopped_by is None
+    left = await connection.scalar(
+        text(
+            "SELECT count(*) FROM chunks WHERE session_id = 'r13' "
+            "AND (needs_embedding OR embedding IS NULL OR embedding_model <> :m)"
+        ),
+        {"m": HashEmbedder.model_name},
+    )
+    assert left == 0
+    response = await ask(ctx, "r13", "What was the budget we agreed on for cloud servers?")
+    assert response["recall"]["fallback"] is None
+    assert any(hit["vector_score"] is not None for hit in response["recall"]["hits"])
+
+
+async def test_vectors_of_another_model_are_never_compared(
+    ctx: ServiceContext, connection: AsyncConnection
+) -> None:
+    await archive_facts(ctx, "r14")
+    await connection.execute(
+        text("UPDATE chunks SET embedding_model = 'some-other-model' WHERE session_id = 'r14'")
+    )
+    response = await ask(ctx, "r14", "What was the budget we agreed on for cloud servers?")
+    hits = response["recall"]["hits"]
+    assert hits and all(hit["vector_score"] is None for hit in hits)  # lexical only
+    assert (await reembed(ctx, "r14")).embedded > 0
+
+
+async def test_recall_endpoint_returns_capped_raw_text_or_no_match(
+    ctx: ServiceContext, client: httpx.AsyncClient
+) -> None:
+    await archive_facts(ctx, "r15")
+    answer = await client.post(
+        "/sessions/r15/recall", json={"query": "cloud server budget", "top_k": 2}
+    )
+    assert answer.status_code == 200, answer.text
+    found = answer.json()
+    assert 1 <= len(found["results"]) <= 2 and found["no_match"] is False
+    assert any(FACTS[0] in item["text"] for item in found["results"])
+    assert all(item["tokens"] <= ctx.settings.recall.per_chunk_tokens for item in found["results"])
+    none = (await client.post("/sessions/r15/recall", json={"query": "zeppelin"})).json()
+    assert none["results"] == [] and none["no_match"] and none["message"] == "no match"
+    missing = await client.post("/sessions/nobody/recall", json={"query": "x"})
+    assert missing.status_code == 404
+    bad = await client.post("/sessions/r15/recall", json={"query": ""})
+    assert bad.status_code == 422
