@@ -63,7 +63,7 @@ def reembed(settings: Settings, session_id: str | None) -> None:
         try:
             report = await run_reembed(ctx, session_id)
         finally:
-            await ctx.database.dispose()
+            await ctx.aclose()
         print(f"ebbtide: re-embedded {report.embedded} chunks with {ctx.embedder.model_name}")
         if report.stopped_by:
             raise SystemExit(f"ebbtide: stopped early, {report.stopped_by}")

@@ -91,7 +91,7 @@ def create_app(
             yield
         finally:
             if owned:
-                await app.state.context.database.dispose()
+                await app.state.context.aclose()
 
     app = FastAPI(
         title="Ebbtide",

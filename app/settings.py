@@ -46,7 +46,9 @@ class ChunkSettings(BaseModel):
     """Topic chunking at offload (DESIGN §3.2)."""
 
     min_tokens: int = Field(150, ge=1, description="A topic change never closes a smaller chunk.")
-    max_tokens: int = Field(1200, ge=1, description="Chunks never grow past this.")
+    max_tokens: int = Field(
+        480, ge=1, description="Chunks never grow past this (e5 reads 512 tokens at a time)."
+    )
     topic_similarity: float = Field(
         0.80, ge=-1, le=1, description="Neighbouring units below this cosine start a new chunk."
     )
@@ -65,7 +67,13 @@ class EmbedderSettings(BaseModel):
     send_dimensions: bool = Field(
         False, description="Ask the endpoint for `dimension` (OpenAI text-embedding-3 can)."
     )
-    timeout_s: float = Field(10.0, gt=0)
+    timeout_s: float = Field(10.0, gt=0, description="HTTP timeout of the openai embedder.")
+    passage_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="An offload stops waiting for vectors after this; chunks are "
+        "then written without them and re-embedded later.",
+    )
     max_chars: int = Field(
         4000, ge=100, description="Passages are cut to this many characters before embedding."
     )
@@ -90,20 +98,27 @@ class RecallSettings(BaseModel):
     per_chunk_tokens: int = Field(500, ge=20, description="One item's cap, with a marker.")
     rrf_k: int = Field(60, ge=1, description="Reciprocal-rank fusion constant.")
     entity_bonus: float = Field(0.01, ge=0, description="Per query entity found verbatim.")
-    recency_weight: float = Field(0.002, ge=0, description="Newest chunk's prior; oldest 0.")
-    # Cosine thresholds are the embedder's scale: these suit the local e5 model (unrelated
-    # text scores about 0.70-0.78 there); re-tune them for another embedder.
+    term_bonus: float = Field(
+        0.02, ge=0, description="Times the IDF-weighted share of query terms present."
+    )
+    recency_weight: float = Field(
+        0.0005, ge=0, description="Newest chunk's prior, oldest 0: a tie-breaker, below a rank."
+    )
+    # What counts as evidence (see app/core/rerank.py). Cosine is on the embedder's scale: for
+    # the local e5 model, unrelated small talk scores 0.80-0.91 against a query, often above
+    # the chunk that answers it, so these thresholds leave the decision to exact terms and
+    # entities unless two texts are near duplicates. Re-tune them for another embedder.
     auto_min_similarity: float = Field(
-        0.84,
-        ge=-1,
-        le=1,
-        description="auto mode without a reference word: a hit needs this cosine or an entity.",
+        0.92, ge=-1, le=1, description="auto mode, no reference word: cosine for a hit."
+    )
+    auto_min_share: float = Field(
+        0.45, ge=0, le=1, description="auto mode: or this IDF-weighted share of query terms."
     )
     force_min_similarity: float = Field(
-        0.80,
-        ge=-1,
-        le=1,
-        description="asked-for recall: a hit needs this cosine, a query term or an entity.",
+        0.90, ge=-1, le=1, description="asked-for recall: cosine for a hit."
+    )
+    force_min_share: float = Field(
+        0.3, ge=0, le=1, description="asked-for recall: or this share of query terms."
     )
     hnsw_ef_search: int = Field(100, ge=1, le=1000)
     embed_timeout_s: float = Field(5.0, gt=0)

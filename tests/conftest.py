@@ -59,7 +59,7 @@ def database(connection: AsyncConnection) -> Database:
     return Database.bound(connection)
 
 
-HASH_RECALL = {"auto_min_similarity": 0.5, "force_min_similarity": 0.35}
+HASH_RECALL = {"auto_min_similarity": 0.5, "force_min_similarity": 0.35}  # hash scale
 
 
 def make_settings(**overrides: object) -> Settings:

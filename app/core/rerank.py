@@ -2,22 +2,26 @@
 
 Policy:
 - Two candidate lists, vector (cosine) and lexical (share of the query's terms present), are
-  fused by reciprocal rank: score = Σ 1 / (rrf_k + rank). Each query entity found verbatim in a
-  chunk adds `entity_bonus`; a small recency prior adds up to `recency_weight` for the newest.
+  fused by reciprocal rank: score = Σ 1 / (rrf_k + rank). Exact matches add to it: each query
+  entity found verbatim `entity_bonus`, the IDF-weighted share of the query's terms present
+  times `term_bonus`; a small recency prior adds up to `recency_weight` for the newest.
 - An external reranker, when configured, reorders by its own scores; when it fails the fusion
   order stands and the caller flags it.
-- A hit must be evidence, not merely the nearest chunk: in `auto` mode without a reference
-  word, cosine at least the auto threshold or an entity of the query found verbatim; when
-  recall is asked for (a reference word, `force`, the endpoint), a lower cosine threshold or
-  any query term found is enough. So an unrelated archive yields no hit and, for a reference
-  question, the explicit no-match line.
-- Packing: best first, at most k items and B tokens; one item at most `per_chunk_tokens`
-  (cut with a marker naming the chunk); chunks wholly inside the window and repeated ids are
-  skipped; the block lists the items in time order, each headed `[ts | turn a-b | chunk_id]`.
+- A hit must be evidence, not merely the nearest chunk: cosine at a threshold, an entity of
+  the query found verbatim, or a share of the query's (IDF-weighted) terms present. In `auto`
+  mode without a reference word the thresholds are higher than when recall is asked for (a
+  reference word, `force`, the endpoint). So an unrelated archive yields no hit and, for a
+  reference question, the explicit no-match line.
+- Packing: best first, at most k items and B tokens; one item at most `per_chunk_tokens`,
+  cut to the sentences around the best match of the query, with a marker naming the chunk;
+  chunks wholly inside the window and repeated ids are skipped; the block lists the items in
+  time order, each headed `[ts | turn a-b | chunk_id]`.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -62,12 +66,21 @@ class Injected:
     truncated: bool
 
 
-def lexical_score(query_terms: Collection[str], text: str) -> float:
-    """Share of the query's terms that occur in the text (0 when the query has none)."""
-    if not query_terms:
-        return 0.0
-    present = set(distinct_terms(text))
-    return sum(term in present for term in query_terms) / len(query_terms)
+def lexical_scores(query_terms: Collection[str], texts: Sequence[str]) -> list[float]:
+    """For each text, the IDF-weighted share of the query's terms it holds (0 to 1).
+
+    Document frequencies are counted over `texts` (the candidate set), so a term found in
+    many candidates ("时候", "book") weighs little and a rare one ("发布会", "NorthLine") a lot.
+    """
+    if not query_terms or not texts:
+        return [0.0] * len(texts)
+    present = [set(distinct_terms(text)) for text in texts]
+    weight = {
+        term: math.log(1 + len(texts) / (1 + sum(term in terms for terms in present)))
+        for term in query_terms
+    }
+    total = sum(weight.values())
+    return [sum(weight[t] for t in query_terms if t in terms) / total for terms in present]
 
 
 def _ranks(
@@ -89,6 +102,7 @@ def fuse(
     *,
     rrf_k: int,
     entity_bonus: float,
+    term_bonus: float,
     recency_weight: float,
 ) -> list[ScoredHit]:
     """Candidates by fused score, best first; each chunk once."""
@@ -104,7 +118,8 @@ def fuse(
             if candidate.chunk_id in ranks
         )
         matches = entity_matches(query.entities, candidate.raw_text)
-        score += entity_bonus * matches + recency_weight * candidate.turn_end / newest
+        score += entity_bonus * matches + term_bonus * (candidate.lexical_score or 0)
+        score += recency_weight * candidate.turn_end / newest
         hits.append(ScoredHit(candidate, score, matches))
     hits.sort(key=lambda hit: (-hit.score, hit.candidate.chunk_id))
     return hits
@@ -116,12 +131,14 @@ def reorder(hits: Sequence[ScoredHit], scores: Sequence[float]) -> list[ScoredHi
     return sorted(rescored, key=lambda hit: -hit.score)
 
 
-def is_evidence(hit: ScoredHit, *, min_similarity: float, lexical_counts: bool) -> bool:
+def is_evidence(hit: ScoredHit, *, min_similarity: float, min_share: float) -> bool:
     """Whether a hit is related to the query at all: close enough in vector space, an entity
-    of the query found verbatim, or (when `lexical_counts`) any of the query's terms."""
+    of the query found verbatim, or at least `min_share` of the query's (IDF-weighted) terms."""
     candidate = hit.candidate
     similar = (candidate.vector_score or 0) >= min_similarity
-    lexical = lexical_counts and (candidate.lexical_score or 0) > 0
+    lexical = (candidate.lexical_score or 0) >= min_share > 0 or (
+        min_share == 0 and (candidate.lexical_score or 0) > 0
+    )
     return similar or lexical or hit.entity_matches > 0
 
 
@@ -136,6 +153,42 @@ def truncate_to_tokens(text: str, max_tokens: int, count: Callable[[str], int]) 
     return text[:cut], True
 
 
+_SEGMENT_END = re.compile(r"(?<=[.!?。！？;；\n])")
+
+
+def _focus_score(segment: str, focus: Sequence[str]) -> int:
+    lowered = segment.lower()
+    return sum(term in lowered for term in focus)
+
+
+def excerpt(
+    text: str, max_tokens: int, count: Callable[[str], int], focus: Sequence[str] = ()
+) -> tuple[str, bool]:
+    """At most `max_tokens` of `text`, whole sentences around the one that holds the most
+    `focus` terms (the head when none does), with `[…]` where text was left out."""
+    if count(text) <= max_tokens:
+        return text, False
+    segments = [s for s in _SEGMENT_END.split(text) if s]
+    scores = [_focus_score(s, focus) for s in segments]
+    best = max(range(len(segments)), key=lambda i: (scores[i], -i))
+    sizes = [count(s) for s in segments]
+    if sizes[best] > max_tokens:
+        cut, _ = truncate_to_tokens(segments[best], max_tokens, count)
+        return cut, True
+    lo = hi = best
+    used = sizes[best]
+    grew = True
+    while grew:
+        grew = False
+        for nxt in (hi + 1, lo - 1):
+            if 0 <= nxt < len(segments) and used + sizes[nxt] <= max_tokens:
+                used += sizes[nxt]
+                lo, hi = min(lo, nxt), max(hi, nxt)
+                grew = True
+    body = "".join(segments[lo : hi + 1]).strip()
+    return f"{'[…] ' if lo > 0 else ''}{body}{' […]' if hi < len(segments) - 1 else ''}", True
+
+
 def _in_window(candidate: Candidate, window_seqs: Collection[int]) -> bool:
     return all(seq in window_seqs for seq in range(candidate.seq_start, candidate.seq_end + 1))
 
@@ -144,13 +197,16 @@ def _cut_marker(chunk_id: str) -> str:
     return f"\n[… cut here; the whole chunk: recall or GET chunk {chunk_id}]"
 
 
-def _fit(candidate: Candidate, room: int, count: Callable[[str], int]) -> Injected | None:
-    """The item (header, text, cut marker) within `room` tokens, or None when it cannot fit."""
+def _fit(
+    candidate: Candidate, room: int, count: Callable[[str], int], focus: Sequence[str]
+) -> Injected | None:
+    """The item (header, text, cut marker) within `room` tokens, or None when it cannot fit.
+    A cut keeps the sentences around the best match of the query (`focus`)."""
     header = item_header(candidate)
-    overhead = count(header) + count(_cut_marker(candidate.chunk_id)) + 2
+    overhead = count(header) + count(_cut_marker(candidate.chunk_id)) + 4
     if room - overhead < MIN_ITEM_TEXT_TOKENS:
         return None
-    text, truncated = truncate_to_tokens(candidate.raw_text, room - overhead, count)
+    text, truncated = excerpt(candidate.raw_text, room - overhead, count, focus)
     if truncated:
         text += _cut_marker(candidate.chunk_id)
     return Injected(ScoredHit(candidate, 0.0, 0), text, count(f"{header}\n{text}"), truncated)
@@ -164,8 +220,10 @@ def pack(
     per_chunk_tokens: int,
     window_seqs: Collection[int],
     count: Callable[[str], int],
+    focus: Sequence[str] = (),
 ) -> list[Injected]:
-    """Best hits within k items and B tokens (headers and markers included), in time order."""
+    """Best hits within k items and B tokens (headers and markers included), in time order;
+    an item cut to fit keeps the sentences that best match `focus` (the query's terms)."""
     chosen: list[Injected] = []
     used = 0
     for hit in hits:
@@ -176,7 +234,7 @@ def pack(
             continue
         if _in_window(candidate, window_seqs):
             continue
-        item = _fit(candidate, min(per_chunk_tokens, budget_tokens - used), count)
+        item = _fit(candidate, min(per_chunk_tokens, budget_tokens - used), count, focus)
         if item is None:
             break
         chosen.append(replace(item, hit=hit))

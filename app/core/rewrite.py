@@ -23,17 +23,24 @@ REFERENCE_CUES_ZH = tuple(
     "刚才 刚刚 之前 以前 上次 上回 那个 那份 那条 那家 那次 那些 前面 上面 先前 早先 "
     "第一个 第二个 第三个 最后一个 提到的 说过 说的 讲的 定的 聊的".split()
 )
-REFERENCE_EN = re.compile(
-    r"\b(earlier|before|previous(?:ly)?|last time|as (?:i|we) said|remind me"
+_RECALL_VERBS = "discussed|mentioned|agreed|decided|picked|chose|said|talked|set|suggested|proposed"
+# Cue phrases: removed from the query before searching.
+_CUES_EN = (
+    r"earlier|before|previous(?:ly)?|last time|as (?:i|we) said|remind me"
     r"|the (?:first|second|third|last|other) one"
-    r"|(?:we|you|i) (?:discussed|mentioned|agreed(?: on)?|talked about|decided(?: on)?|said|set)"
-    r"|that \w+(?: \w+){0,3} (?:we|you|i) (?:discussed|mentioned|agreed|decided|picked|chose))\b",
+    r"|(?:we|you|i) (?:discussed|mentioned|agreed(?: on)?|talked about|decided(?: on)?|said|set"
+    r"|picked|chose)"
+)
+CUES_EN = re.compile(rf"\b(?:{_CUES_EN})\b", re.IGNORECASE)
+# Detection also knows "that <thing> we discussed", whose <thing> stays in the query.
+REFERENCE_EN = re.compile(
+    rf"\b(?:{_CUES_EN}|that \w+(?: \w+){{0,3}} (?:we|you|i) (?:{_RECALL_VERBS}))\b",
     re.IGNORECASE,
 )
 # Longest first: "是多少" must go before "多少" and "是".
 QUESTION_WORDS_ZH = tuple(
-    "是多少 多少 是什么 什么 是哪个 哪个 哪里 哪儿 哪些 怎么 如何 是否 有没有 吗 呢 吧 请问 "
-    "我们 你们 现在 一下 是 的 了 在 要 用 把 和 还 就 都 再 告诉我".split()
+    "是多少 多少 是什么 什么时候 什么 是哪个 哪个 哪里 哪儿 哪些 怎么 如何 是否 有没有 "
+    "吗 呢 吧 请问 我们 你们 现在 一下 是 的 了 在 要 用 把 和 还 就 都 再 告诉我".split()
 )
 STOPWORDS_EN = frozenset(
     "a an the of for to in on at by with and or is are was were be been do does did what which "
@@ -70,7 +77,7 @@ def has_reference(text: str) -> bool:
 
 
 def _strip_cues(text: str) -> str:
-    cleaned = REFERENCE_EN.sub(" ", text)
+    cleaned = CUES_EN.sub(" ", text)
     for phrase in (*REFERENCE_CUES_ZH, *QUESTION_WORDS_ZH):
         cleaned = cleaned.replace(phrase, " ")
     return cleaned

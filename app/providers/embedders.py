@@ -129,3 +129,6 @@ class OpenAIEmbedder:
 
     async def embed_query(self, text: str) -> list[float]:
         return (await self._embed(self._query_model, [text]))[0]
+
+    async def aclose(self) -> None:
+        await self._client.close()

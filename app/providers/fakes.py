@@ -46,11 +46,15 @@ class WhitespaceCounter:
 
 
 class SlowEmbedder(HashEmbedder):
-    """Answers passages at once but queries only after `delay_s`: a stalled service."""
+    """A stalled service: every call answers only after `delay_s`."""
 
     def __init__(self, delay_s: float, dimension: int = 384) -> None:
         super().__init__(dimension)
         self.delay_s = delay_s
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        await asyncio.sleep(self.delay_s)
+        return await super().embed_passages(texts)
 
     async def embed_query(self, text: str) -> list[float]:
         await asyncio.sleep(self.delay_s)

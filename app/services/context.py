@@ -47,3 +47,11 @@ class ServiceContext:
     locks: SessionLocks = field(default_factory=SessionLocks)
     clock: Callable[[], datetime] = utc_now
     new_id: Callable[[], str] = new_chunk_id
+
+    async def aclose(self) -> None:
+        """Closes the database pool and any provider that holds connections."""
+        for provider in (self.embedder, self.reranker):
+            close = getattr(provider, "aclose", None)
+            if close is not None:
+                await close()
+        await self.database.dispose()

@@ -7,6 +7,7 @@ chunk's vector is the mean of its units'. With the embedder down the chunks are 
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from app.core.chunker import TopicPolicy, build_chunks, unit_text
@@ -48,10 +49,13 @@ def topic_policy(ctx: ServiceContext) -> TopicPolicy:
 async def _embed_passages(ctx: ServiceContext, texts: list[str]) -> list[list[float]] | None:
     if not texts:
         return []
-    limit = ctx.settings.embedder.max_chars
+    settings = ctx.settings.embedder
     try:
-        return await ctx.embedder.embed_passages([text[:limit] for text in texts])
-    except EmbedderUnavailable:
+        return await asyncio.wait_for(
+            ctx.embedder.embed_passages([text[: settings.max_chars] for text in texts]),
+            timeout=settings.passage_timeout_s,
+        )
+    except (EmbedderUnavailable, TimeoutError):
         return None
 
 

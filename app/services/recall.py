@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.core import rerank
@@ -66,7 +66,7 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 6)
 
 
-def _from_row(row: ChunkRow, query: RewrittenQuery, vector_score: float | None) -> Candidate:
+def _from_row(row: ChunkRow, vector_score: float | None) -> Candidate:
     return Candidate(
         chunk_id=row.id,
         turn_start=row.turn_start,
@@ -77,11 +77,10 @@ def _from_row(row: ChunkRow, query: RewrittenQuery, vector_score: float | None) 
         raw_text=row.raw_text,
         tokens=row.tokens,
         vector_score=vector_score,
-        lexical_score=rerank.lexical_score(query.terms, row.raw_text),
     )
 
 
-def _from_fresh(fresh: FreshChunk, query: RewrittenQuery, qvec: list[float] | None) -> Candidate:
+def _from_fresh(fresh: FreshChunk, qvec: list[float] | None) -> Candidate:
     draft = fresh.draft
     similar = cosine(qvec, fresh.vector) if qvec is not None and fresh.vector else None
     return Candidate(
@@ -94,7 +93,6 @@ def _from_fresh(fresh: FreshChunk, query: RewrittenQuery, qvec: list[float] | No
         raw_text=draft.raw_text,
         tokens=draft.tokens,
         vector_score=similar,
-        lexical_score=rerank.lexical_score(query.terms, draft.raw_text),
     )
 
 
@@ -123,11 +121,11 @@ async def _candidates(
                 settings.candidates,
                 settings.hnsw_ef_search,
             ):
-                found[row.id] = _from_row(row, query, score)
+                found[row.id] = _from_row(row, score)
         for row in await recall_store.lexical_candidates(
             db, session_id, query.terms, settings.candidates
         ):
-            found.setdefault(row.id, _from_row(row, query, None))
+            found.setdefault(row.id, _from_row(row, None))
     return list(found.values())
 
 
@@ -166,7 +164,9 @@ async def retrieve(
     timings["embed"] = _ms_since(mark)
     mark = time.perf_counter()
     candidates = await _candidates(ctx, session_id, query, qvec)
-    candidates += [_from_fresh(f, query, qvec) for f in fresh]
+    candidates += [_from_fresh(f, qvec) for f in fresh]
+    shares = rerank.lexical_scores(query.terms, [c.raw_text for c in candidates])
+    candidates = [replace(c, lexical_score=v) for c, v in zip(candidates, shares, strict=True)]
     timings["search"] = _ms_since(mark)
     mark = time.perf_counter()
     hits = rerank.fuse(
@@ -174,12 +174,12 @@ async def retrieve(
         query,
         rrf_k=settings.rrf_k,
         entity_bonus=settings.entity_bonus,
+        term_bonus=settings.term_bonus,
         recency_weight=settings.recency_weight,
     )
-    threshold = settings.auto_min_similarity if gated else settings.force_min_similarity
-    hits = [
-        h for h in hits if rerank.is_evidence(h, min_similarity=threshold, lexical_counts=not gated)
-    ]
+    similarity = settings.auto_min_similarity if gated else settings.force_min_similarity
+    share = settings.auto_min_share if gated else settings.force_min_share
+    hits = [h for h in hits if rerank.is_evidence(h, min_similarity=similarity, min_share=share)]
     hits, rerank_fallback = await _rerank(ctx, query, hits)
     items = rerank.pack(
         hits,
@@ -188,10 +188,16 @@ async def retrieve(
         per_chunk_tokens=settings.per_chunk_tokens,
         window_seqs=window_seqs,
         count=ctx.counter.count,
+        focus=focus_terms(query),
     )
     timings["rerank"] = _ms_since(mark)
     fallback = EMBEDDER_UNAVAILABLE if qvec is None else rerank_fallback
     return Retrieval(items=items, considered=hits, fallback=fallback, timings_ms=timings)
+
+
+def focus_terms(query: RewrittenQuery) -> list[str]:
+    """What an excerpt centres on: the query's entities, then its content terms."""
+    return [term.lower() for term in (*query.entities, *query.terms)]
 
 
 def _ms_since(mark: float) -> float:

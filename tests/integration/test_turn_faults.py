@@ -7,7 +7,7 @@ from sqlalchemy import exc, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.core.types import Message
-from app.providers.fakes import DownEmbedder
+from app.providers.fakes import DownEmbedder, SlowEmbedder
 from app.services.context import ServiceContext
 from app.services.offload import OffloadBatch
 from app.services.turn_plan import plan_turn
@@ -21,6 +21,7 @@ from app.services.turns import (
     run_turn,
 )
 from tests.builders import user, words
+from tests.conftest import make_settings
 from tests.integration.helpers import session_rows
 from tests.integration.test_turn_invariants import turn_input
 
@@ -96,6 +97,23 @@ async def test_a_turn_planned_on_a_stale_version_is_not_written(
         outcome = Outcome(plan, OffloadBatch([], [], None), TurnRecall(mode="auto"))
         await commit_turn(ctx, late, snap, outcome, {}, Stopwatch(0.0, 0.0))
     assert await session_rows(connection, "race") == before
+
+
+async def test_a_stalled_embedder_during_offload_is_timed_out_and_nothing_is_lost(
+    ctx: ServiceContext, connection: AsyncConnection
+) -> None:
+    crossing = await fill_to_the_brink(ctx, "stall")
+    ctx.settings = make_settings(
+        embedder={"passage_timeout_s": 0.05}, recall={"embed_timeout_s": 0.05}
+    )
+    ctx.embedder = SlowEmbedder(delay_s=5)
+    response = await run_turn(ctx, turn_input("stall", [crossing]))
+    assert response["offload"]["triggered"]
+    assert response["offload"]["fallback"] == "embedder_unavailable"
+    pending = await connection.scalar(
+        text("SELECT count(*) FROM chunks WHERE session_id = 'stall' AND needs_embedding")
+    )
+    assert pending == len(response["offload"]["chunk_ids"])
 
 
 async def test_embedder_down_still_offloads_raw_text_marked_for_re_embedding(

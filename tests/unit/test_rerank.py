@@ -9,7 +9,7 @@ from app.core.rerank import (
     format_block,
     fuse,
     is_evidence,
-    lexical_score,
+    lexical_scores,
     pack,
     reorder,
     truncate_to_tokens,
@@ -36,10 +36,12 @@ def make_candidate(chunk_id: str, **overrides: object) -> Candidate:
     return Candidate(**values)  # type: ignore[arg-type]
 
 
-def test_lexical_score_is_the_share_of_query_terms_present() -> None:
-    assert lexical_score(("budget", "cloud"), "The cloud budget is 12,400.") == 1.0
-    assert lexical_score(("budget", "cloud"), "cloud only") == 0.5
-    assert lexical_score((), "anything") == 0.0
+def test_lexical_scores_weigh_rare_terms_over_common_ones() -> None:
+    texts = ["the cloud budget", "cloud only", "cloud again", "nothing here"]
+    full, common, _, none = lexical_scores(("budget", "cloud"), texts)
+    assert full == 1.0 and none == 0.0
+    assert 0 < common < 0.5  # "cloud" is in three of four texts, "budget" in one
+    assert lexical_scores((), ["x"]) == [0.0]
 
 
 def test_fusion_rewards_agreement_between_vector_and_lexical_lists() -> None:
@@ -48,7 +50,12 @@ def test_fusion_rewards_agreement_between_vector_and_lexical_lists() -> None:
     vector_only = make_candidate("vec", vector_score=0.9)
     lexical_only = make_candidate("lex", lexical_score=1.0)
     hits = fuse(
-        [vector_only, lexical_only, both], query, rrf_k=60, entity_bonus=0, recency_weight=0
+        [vector_only, lexical_only, both],
+        query,
+        rrf_k=60,
+        entity_bonus=0,
+        term_bonus=0,
+        recency_weight=0,
     )
     assert hits[0].candidate.chunk_id == "both"
     assert {h.candidate.chunk_id for h in hits} == {"both", "vec", "lex"}
@@ -58,17 +65,24 @@ def test_exact_entity_matches_and_recency_break_ties() -> None:
     query = rewrite("invoice INV-20931")
     with_entity = make_candidate("a", vector_score=0.5, raw_text="INV-20931 is overdue")
     without = make_candidate("b", vector_score=0.5, raw_text="another invoice")
-    hits = fuse([without, with_entity], query, rrf_k=60, entity_bonus=0.05, recency_weight=0)
+    hits = fuse(
+        [without, with_entity], query, rrf_k=60, entity_bonus=0.05, term_bonus=0, recency_weight=0
+    )
     assert hits[0].candidate.chunk_id == "a" and hits[0].entity_matches == 1
     old = make_candidate("old", vector_score=0.5, turn_end=1)
     new = make_candidate("new", vector_score=0.5, turn_end=10)
-    by_time = fuse([old, new], rewrite("x"), rrf_k=60, entity_bonus=0, recency_weight=0.5)
+    by_time = fuse(
+        [old, new], rewrite("x"), rrf_k=60, entity_bonus=0, term_bonus=0, recency_weight=0.5
+    )
     assert by_time[0].candidate.chunk_id == "new"
 
 
 def test_duplicate_candidates_are_fused_once() -> None:
     twice = [make_candidate("a", vector_score=0.9), make_candidate("a", vector_score=0.9)]
-    assert len(fuse(twice, rewrite("q"), rrf_k=60, entity_bonus=0, recency_weight=0)) == 1
+    assert (
+        len(fuse(twice, rewrite("q"), rrf_k=60, entity_bonus=0, term_bonus=0, recency_weight=0))
+        == 1
+    )
 
 
 def test_a_hit_must_be_evidence_not_just_the_nearest_chunk() -> None:
@@ -76,11 +90,12 @@ def test_a_hit_must_be_evidence_not_just_the_nearest_chunk() -> None:
     far = ScoredHit(make_candidate("b", vector_score=0.5), 0.1, 0)
     named = ScoredHit(make_candidate("c", vector_score=0.5), 0.1, 1)
     worded = ScoredHit(make_candidate("d", vector_score=0.5, lexical_score=0.3), 0.1, 0)
-    assert is_evidence(close, min_similarity=0.8, lexical_counts=False)
-    assert is_evidence(named, min_similarity=0.8, lexical_counts=False)
-    assert not is_evidence(far, min_similarity=0.8, lexical_counts=True)
-    assert not is_evidence(worded, min_similarity=0.8, lexical_counts=False)
-    assert is_evidence(worded, min_similarity=0.8, lexical_counts=True)
+    assert is_evidence(close, min_similarity=0.8, min_share=0.5)
+    assert is_evidence(named, min_similarity=0.8, min_share=0.5)
+    assert not is_evidence(far, min_similarity=0.8, min_share=0.0)
+    assert not is_evidence(worded, min_similarity=0.8, min_share=0.5)
+    assert is_evidence(worded, min_similarity=0.8, min_share=0.3)
+    assert is_evidence(worded, min_similarity=0.8, min_share=0.0)
 
 
 def test_external_scores_reorder_the_hits() -> None:
@@ -131,3 +146,13 @@ def test_block_items_are_headed_with_time_turns_and_chunk_id() -> None:
     block = format_block(items)
     assert block.startswith("[2026-11-30T13:00:00+00:00 | turn 1-2 | ck_1]\ntext of ck_1")
     assert "Do not guess" in NO_MATCH_LINE
+
+
+def test_the_share_of_query_terms_adds_to_the_fused_score() -> None:
+    query = rewrite("cloud budget")
+    matched = make_candidate("m", vector_score=0.5, lexical_score=1.0)
+    unmatched = make_candidate("u", vector_score=0.6)
+    hits = fuse(
+        [unmatched, matched], query, rrf_k=60, entity_bonus=0, term_bonus=0.05, recency_weight=0
+    )
+    assert hits[0].candidate.chunk_id == "m"

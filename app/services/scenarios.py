@@ -1,0 +1,222 @@
+"""Deterministic conversations with planted facts, for the needle tests and `ebbtide eval`.
+
+A scenario is a list of turns (messages to post) followed by questions, each question
+naming the planted sentence it needs. Half the facts are Chinese, half English; some
+questions go through references ("刚才说的那个仓库", "the budget we agreed on").
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from app.core.assemble import RECALL_HEADER
+from app.core.types import Message
+from app.services.context import ServiceContext
+from app.services.turn_plan import TurnInput
+from app.services.turns import run_turn
+from app.store.models import DEFAULT_TENANT
+
+
+@dataclass(frozen=True)
+class Needle:
+    fact: str
+    question: str
+
+
+NEEDLES: tuple[Needle, ...] = (
+    Needle(
+        "The cloud server budget is capped at 12,400 dollars per quarter.",
+        "What was the budget we agreed on for the cloud servers?",
+    ),
+    Needle(
+        "We ship only from the Suzhou warehouse, never from Guangzhou.",
+        "Which warehouse did we say orders ship from?",
+    ),
+    Needle(
+        "The customer's account manager is Priya Raman.",
+        "Who is the account manager for this customer?",
+    ),
+    Needle(
+        "Invoice INV-20931 is overdue by 45 days.",
+        "Which invoice is overdue, and by how many days?",
+    ),
+    Needle(
+        "The partner API rate limit is 350 requests per minute.",
+        "What rate limit did we set earlier for the partner API?",
+    ),
+    Needle(
+        "The deploy freeze starts on December 18 at 17:00 UTC.",
+        "When does the deploy freeze start?",
+    ),
+    Needle(
+        "Database passwords are rotated every 30 days.",
+        "How often are the database passwords rotated?",
+    ),
+    Needle(
+        "The payments service rollout uses a blue-green deployment.",
+        "Which rollout strategy did we pick for the payments service?",
+    ),
+    Needle(
+        "Carrier NorthLine accepts pallets of at most 820 kg.",
+        "What was that weight limit for NorthLine we discussed?",
+    ),
+    Needle(
+        "The meeting with the Osaka supplier moved to Thursday at 9:30.",
+        "When is the meeting with the Osaka supplier now?",
+    ),
+    Needle("只查华东仓的库存，不要包含华南仓。", "刚才说的那个仓库是哪个？只查哪个仓？"),
+    Needle("项目预算上限是八十五万元。", "我们之前定的项目预算上限是多少？"),
+    Needle("新版首页的主色调定为墨绿色。", "新版首页的主色调用什么颜色？"),
+    Needle("客户联系人是王建国，电话是 138-0013-4567。", "客户联系人王建国的电话是多少？"),
+    Needle("退款申请必须在七天内处理完毕。", "退款申请要在几天内处理完？"),
+    Needle("发布会定在三月十二日下午两点，地点在杭州。", "发布会在哪里举行，什么时候？"),
+    Needle("测试环境的数据库端口改成了 6543。", "测试环境数据库的端口是多少？"),
+    Needle("每周五下午四点做代码评审。", "代码评审安排在每周什么时候？"),
+    Needle("供应商合同编号是 HT-2026-0088。", "上次提到的供应商合同编号是什么？"),
+    Needle("冷链仓库温度必须保持在二到八摄氏度之间。", "前面说的冷链仓库温度要求是多少度？"),
+)
+
+# Questions about things never said: nothing may be injected, and a reference question gets
+# the explicit no-match line instead.
+NEVER_SAID: tuple[str, ...] = (
+    "What is the name of the CEO's dog?",
+    "Which hotel did we book earlier for the trip?",
+    "What was the discount code we agreed on?",
+    "我们之前说的那个会议室是哪间？",
+    "上次提到的快递单号是多少？",
+)
+
+FILLER_EN = (
+    "I tried a new sourdough recipe this weekend and the crust came out darker than expected.",
+    "The hiking trail near the lake was muddy after the rain, so we turned back early.",
+    "My neighbour keeps tomatoes and basil on the balcony and they grow surprisingly well.",
+    "We watched an old science fiction film about a colony ship drifting between stars.",
+    "The football match went to extra time and the home team scored with a late header.",
+    "I am learning to play a few jazz standards on the piano, slowly and with many mistakes.",
+    "The museum had a quiet room of maps drawn by sailors centuries ago.",
+    "A friend recommended a podcast about the history of typefaces and printing.",
+    "The bakery on the corner now sells cardamom buns on Saturday mornings.",
+    "We spent the evening sorting old photographs into albums by year.",
+    "The cat discovered the cardboard box and refused to leave it all afternoon.",
+    "Cycling to the coast took longer than planned because of the headwind.",
+    "I replaced the strings on my guitar and it finally stays in tune.",
+    "The library book club is reading a long novel about a family of lighthouse keepers.",
+    "Our running group meets at dawn and finishes with coffee by the river.",
+)
+FILLER_ZH = (
+    "周末去爬山，山顶的风景很好，就是下山的时候腿有点酸。",
+    "昨天晚上试着做了红烧肉，味道还不错，就是有点偏甜。",
+    "楼下新开了一家面馆，牛肉面的汤头很浓。",
+    "最近在读一本关于古代航海的书，里面的地图很有意思。",
+    "小区里的桂花开了，晚上散步的时候特别香。",
+    "孩子开始学游泳了，第一节课还有点怕水。",
+    "这周末打算去看一场话剧，听说演员都很出色。",
+    "阳台上种的薄荷长得很快，可以用来泡茶。",
+    "早上跑步的时候看到河边有很多人在钓鱼。",
+    "朋友推荐了一部纪录片，讲的是深海里的生物。",
+    "家里的老相册整理了一下，翻到很多小时候的照片。",
+    "最近天气转凉，晚上睡觉要盖厚一点的被子了。",
+    "周日去博物馆看了青铜器展览，人特别多。",
+    "学了几首吉他曲子，手指还是不太灵活。",
+    "下雨天在家煮了一锅热汤，感觉很舒服。",
+)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    turns: list[list[Message]]
+    questions: list[Needle]
+
+
+def _filler(rng: random.Random, sentences: int) -> str:
+    pool = FILLER_EN if rng.random() < 0.5 else FILLER_ZH
+    return " ".join(rng.choice(pool) for _ in range(sentences))
+
+
+def needle_scenario(*, turns: int, seed: int = 7, sentences_per_message: int = 5) -> Scenario:
+    """`turns` turns of small talk with the needles planted in the first two thirds (each in
+    its own user message), then one question per needle, in shuffled order."""
+    rng = random.Random(seed)
+    planted_at = sorted(rng.sample(range(2, max(3, turns * 2 // 3)), len(NEEDLES)))
+    needle_at = dict(zip(planted_at, NEEDLES, strict=False))
+    script: list[list[Message]] = []
+    for t in range(turns):
+        messages = []
+        if t:
+            messages.append(
+                Message(role="assistant", content=_filler(rng, sentences_per_message // 2 + 1))
+            )
+        text = _filler(rng, sentences_per_message)
+        if t in needle_at:
+            text = f"{text} {needle_at[t].fact} {_filler(rng, 1)}"
+        messages.append(Message(role="user", content=text))
+        script.append(messages)
+    questions = list(NEEDLES)
+    rng.shuffle(questions)
+    return Scenario(turns=script, questions=questions)
+
+
+@dataclass(frozen=True)
+class NeedleResult:
+    needle: Needle
+    in_block: bool
+    top1: bool
+    injected_tokens: int
+    timings_ms: dict[str, float]
+
+
+_ITEM_HEADER = re.compile(r"^\[[^\]|]+\| turn \d+-\d+ \| (ck_\w+)\]$", re.MULTILINE)
+
+
+def block_items(prompt: list[dict[str, Any]]) -> dict[str, str]:
+    """chunk_id → injected text, read back from the recalled block of an assembled prompt."""
+    block = next(
+        (
+            m["content"]
+            for m in prompt
+            if m["role"] == "system" and m["content"].startswith(RECALL_HEADER)
+        ),
+        "",
+    )
+    parts = _ITEM_HEADER.split(block)
+    return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+
+
+async def replay_needles(
+    ctx: ServiceContext, session_id: str, scenario: Scenario, **turn_fields: Any
+) -> list[NeedleResult]:
+    """Posts the scenario through the real turn pipeline and asks every question."""
+    for messages in scenario.turns:
+        await run_turn(
+            ctx,
+            TurnInput(
+                session_id=session_id, tenant_id=DEFAULT_TENANT, messages=messages, **turn_fields
+            ),
+        )
+    results = []
+    for needle in scenario.questions:
+        question = Message(role="user", content=needle.question)
+        response = await run_turn(
+            ctx,
+            TurnInput(
+                session_id=session_id, tenant_id=DEFAULT_TENANT, messages=[question], **turn_fields
+            ),
+        )
+        items = block_items(response["messages"])
+        hits = sorted(response["recall"]["hits"], key=lambda hit: -hit["score"])
+        best = items.get(hits[0]["chunk_id"], "") if hits else ""
+        results.append(
+            NeedleResult(
+                needle=needle,
+                in_block=any(needle.fact in text for text in items.values()),
+                top1=needle.fact in best,
+                injected_tokens=response["recall"]["injected_tokens"],
+                timings_ms={
+                    k: v for k, v in response["timings_ms"].items() if k.startswith("recall")
+                },
+            )
+        )
+    return results
