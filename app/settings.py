@@ -120,6 +120,7 @@ class RecallSettings(BaseModel):
     force_min_share: float = Field(
         0.3, ge=0, le=1, description="asked-for recall: or this share of query terms."
     )
+    max_query_chars: int = Field(2000, ge=10, description="The query is cut to this length.")
     hnsw_ef_search: int = Field(100, ge=1, le=1000)
     embed_timeout_s: float = Field(5.0, gt=0)
 

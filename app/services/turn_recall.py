@@ -4,7 +4,8 @@
 - C3 empty (nothing archived before or by this turn): nothing, and no embedding call at all.
 - `auto`: every turn once C3 exists, gated by a minimum similarity; a reference word
   ("刚才", "we agreed on") lifts the gate. `force`: never gated.
-- A reference question or `force` with no hit injects the explicit no-match line.
+- A reference question or `force` with no hit injects the explicit no-match line (but not
+  when hits exist and the budget has no room for them).
 - k and B tighten in emergency, and B never lets the prompt pass the emergency line.
 """
 
@@ -90,7 +91,7 @@ async def recall_for_turn(
     if result.skipped_reason:
         return result
     assert text is not None
-    query = rewrite(text, _recent_texts(snap))
+    query = rewrite(text[: ctx.settings.recall.max_query_chars], _recent_texts(snap))
     result.query = query
     top_k, budget = _limits(ctx, plan)
     forced = inp.recall == "force" or query.has_reference
@@ -111,6 +112,8 @@ async def recall_for_turn(
     )
     if found.items:
         result.block = format_block(found.items)
+    elif found.considered:
+        result.skipped_reason = "no_room_in_budget"  # hits exist: never claim there are none
     elif forced:
         result.block, result.no_match = NO_MATCH_LINE, True
     result.tokens = count_text_block(ctx.counter, recalled_block(result.block))

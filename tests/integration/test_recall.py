@@ -233,3 +233,11 @@ async def test_recall_endpoint_returns_capped_raw_text_or_no_match(
     assert missing.status_code == 404
     bad = await client.post("/sessions/r15/recall", json={"query": ""})
     assert bad.status_code == 422
+
+
+async def test_hits_without_room_are_not_reported_as_no_match(ctx: ServiceContext) -> None:
+    await archive_facts(ctx, "r16")
+    ctx.settings = make_settings(recall={"budget_tokens": 0})
+    response = await ask(ctx, "r16", "What was the budget we agreed on for cloud servers?")
+    assert response["recall"]["skipped_reason"] == "no_room_in_budget"
+    assert response["recall"]["no_match"] is False and recalled_block(response) == ""

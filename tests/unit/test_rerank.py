@@ -6,6 +6,7 @@ from app.core.rerank import (
     NO_MATCH_LINE,
     Candidate,
     ScoredHit,
+    excerpt,
     format_block,
     fuse,
     is_evidence,
@@ -156,3 +157,38 @@ def test_the_share_of_query_terms_adds_to_the_fused_score() -> None:
         [unmatched, matched], query, rrf_k=60, entity_bonus=0, term_bonus=0.05, recency_weight=0
     )
     assert hits[0].candidate.chunk_id == "m"
+
+
+def test_an_excerpt_keeps_the_sentences_around_the_best_match() -> None:
+    text = " ".join(f"Filler sentence number {i} here." for i in range(30))
+    text = text.replace("number 20 here.", "number 20 says the NorthLine limit is 820 kg.")
+    cut, truncated = excerpt(text, 25, COUNT, focus=["northline"])
+    assert truncated and "NorthLine limit is 820 kg." in cut
+    assert cut.startswith("[…] ") and cut.endswith(" […]") and COUNT(cut) <= 27
+    head, _ = excerpt(text, 12, COUNT, focus=["absent"])
+    assert head.startswith("Filler sentence number 0") and not head.startswith("[…]")
+    one_long = "word " * 100
+    cut_long, truncated_long = excerpt(one_long, 10, COUNT, focus=["word"])
+    assert truncated_long and COUNT(cut_long) <= 10
+    assert excerpt("short.", 10, COUNT) == ("short.", False)
+
+
+def test_packing_stops_when_the_budget_has_no_room_for_another_item() -> None:
+    hits = [hit("a", 0.9, raw_text=" ".join(["w"] * 40)), hit("b", 0.8)]
+    items = pack(hits, top_k=5, budget_tokens=60, per_chunk_tokens=60, window_seqs=(), count=COUNT)
+    assert [i.hit.candidate.chunk_id for i in items] == ["a"]
+    assert (
+        pack(hits, top_k=5, budget_tokens=5, per_chunk_tokens=60, window_seqs=(), count=COUNT) == []
+    )
+
+
+def test_a_chunk_is_packed_once_even_if_listed_twice() -> None:
+    items = pack(
+        [hit("a", 0.9), hit("a", 0.8)],
+        top_k=5,
+        budget_tokens=500,
+        per_chunk_tokens=100,
+        window_seqs=(),
+        count=COUNT,
+    )
+    assert len(items) == 1
