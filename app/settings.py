@@ -125,6 +125,19 @@ class RecallSettings(BaseModel):
     embed_timeout_s: float = Field(5.0, gt=0)
 
 
+class NotesSettings(BaseModel):
+    cap_tokens: int = Field(400, ge=50, description="The scratchpad block never exceeds this.")
+
+
+class LlmSettings(BaseModel):
+    """An optional OpenAI-compatible chat model for the notes (EBBTIDE_LLM__BASE_URL …)."""
+
+    base_url: str | None = None
+    model: str = "gpt-4o-mini"
+    api_key: str = "not-needed"
+    timeout_s: float = Field(30.0, gt=0)
+
+
 class LimitSettings(BaseModel):
     max_body_bytes: int = Field(4_000_000, ge=1)
     max_messages_per_turn: int = Field(64, ge=1)
@@ -157,6 +170,8 @@ class Settings(BaseSettings):
     embedder: EmbedderSettings = EmbedderSettings()
     recall: RecallSettings = RecallSettings()
     reranker: RerankerSettings = RerankerSettings()
+    notes: NotesSettings = NotesSettings()
+    llm: LlmSettings = LlmSettings()
     limits: LimitSettings = LimitSettings()
     db: DatabaseSettings = DatabaseSettings()
 

@@ -111,9 +111,28 @@ class RecallResponse(BaseModel):
     timings_ms: dict[str, float]
 
 
+class FactView(BaseModel):
+    id: int | None = Field(description="None for a fact first written by this very turn.")
+    kind: Literal[
+        "constraint", "preference", "number", "name", "pending_action", "decision", "option"
+    ]
+    text: str = Field(description="The source sentence, verbatim.")
+    source_turn: int
+    source_seq: int | None
+    role: str
+
+
 class NotesView(BaseModel):
-    text: str
+    text: str | None = Field(description="The scratchpad block in the prompt (C2).")
     tokens: int
+    updated: bool = Field(description="The notes were rendered again this turn (an offload).")
+    source: Literal["extractive", "llm"] | None
+    rejected_constraints: list[str] = Field(
+        description="Constraints the chat model dropped or weakened: its notes were rejected."
+    )
+    error: str | None
+    needs_rebuild: bool
+    facts: list[FactView] = Field(description="Active key facts with their sources.")
 
 
 class TurnResponse(BaseModel):
@@ -123,7 +142,7 @@ class TurnResponse(BaseModel):
     usage: Usage
     offload: OffloadReport
     recall: RecallReport
-    notes: NotesView | None
+    notes: NotesView
     timings_ms: dict[str, float]
 
 
@@ -152,6 +171,7 @@ class StatusView(BaseModel):
     context_window: int | None
     counts: dict[str, int]
     notes: dict[str, Any] | None
+    facts: list[FactView]
     last_offload: dict[str, Any] | None
 
 

@@ -41,6 +41,16 @@ class Embedder(Protocol):
     async def embed_query(self, text: str) -> list[float]: ...
 
 
+class ChatModelUnavailable(Exception):
+    """The chat model failed or timed out; callers fall back to rules."""
+
+
+class ChatModel(Protocol):
+    """An OpenAI-compatible chat model, used for better notes."""
+
+    async def complete(self, system: str, user: str) -> str: ...
+
+
 class RerankerUnavailable(Exception):
     """The reranker failed or timed out; callers keep the fusion order and flag it."""
 

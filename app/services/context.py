@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from app.core.ports import Embedder, Reranker, TokenCounter
+from app.core.ports import ChatModel, Embedder, Reranker, TokenCounter
 from app.settings import Settings
 from app.store.database import Database
 
@@ -44,13 +44,14 @@ class ServiceContext:
     embedder: Embedder
     settings: Settings
     reranker: Reranker | None = None
+    chat_model: ChatModel | None = None
     locks: SessionLocks = field(default_factory=SessionLocks)
     clock: Callable[[], datetime] = utc_now
     new_id: Callable[[], str] = new_chunk_id
 
     async def aclose(self) -> None:
         """Closes the database pool and any provider that holds connections."""
-        for provider in (self.embedder, self.reranker):
+        for provider in (self.embedder, self.reranker, self.chat_model):
             close = getattr(provider, "aclose", None)
             if close is not None:
                 await close()

@@ -10,9 +10,11 @@ from app.core.budget import level_for
 from app.core.tokens import calibrated, window_for_model
 from app.errors import ChunkNotFound, SessionNotFound
 from app.services.context import ServiceContext
+from app.services.notes import active_facts_view
 from app.services.turn_plan import POLICY_FIELDS, session_budget, session_policy
 from app.store import chunks as chunk_store
 from app.store import events as event_store
+from app.store import facts as fact_store
 from app.store import sessions as session_store
 from app.store.models import ChunkRow, SessionRow
 
@@ -54,6 +56,7 @@ async def session_status(ctx: ServiceContext, tenant_id: str, session_id: str) -
         counts = await session_store.counts(db, session_id)
         notes = await session_store.notes_for(db, session_id)
         last_offload = await event_store.last_offload_event(db, session_id)
+        facts = await fact_store.current_facts(db, session_id)
     return {
         "session_id": row.id,
         "turns": row.turn_count,
@@ -67,6 +70,7 @@ async def session_status(ctx: ServiceContext, tenant_id: str, session_id: str) -
         }
         if notes
         else None,
+        "facts": active_facts_view(facts),
         "last_offload": {
             "turn": last_offload.turn,
             **last_offload.payload["offload"],

@@ -20,6 +20,8 @@ from app.core.chunker import (
     oversize_chunk,
     oversize_limit,
 )
+from app.core.facts import Fact
+from app.core.notes import NotesBody
 from app.core.ports import TokenCounter
 from app.core.tokens import (
     calibrated,
@@ -87,6 +89,9 @@ class Snapshot:
     window: Sequence[WindowMessage] = ()
     notes_text: str | None = None
     notes_tokens: int = 0
+    notes_body: NotesBody = field(default_factory=NotesBody)
+    notes_needs_rebuild: bool = False
+    facts: Sequence[Fact] = ()
     has_chunks: bool = False
 
 

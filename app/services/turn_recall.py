@@ -65,7 +65,7 @@ def _recent_texts(snap: Snapshot) -> list[str]:
     return [m.message.content for m in snap.window if m.turn in turns and m.message.content]
 
 
-def _limits(ctx: ServiceContext, plan: TurnPlan) -> tuple[int, int]:
+def _limits(ctx: ServiceContext, plan: TurnPlan, extra_tokens: int) -> tuple[int, int]:
     settings = ctx.settings.recall
     emergency = plan.level is Level.EMERGENCY
     top_k = settings.emergency_top_k if emergency else settings.top_k
@@ -73,13 +73,21 @@ def _limits(ctx: ServiceContext, plan: TurnPlan) -> tuple[int, int]:
     emergency_line = plan.config.budget.line(plan.config.policy.emergency_ratio)
     # The block's header and the blank lines between items are not part of any item.
     overhead = count_text_block(ctx.counter, recalled_block("-")) + 2 * top_k
-    headroom = (emergency_line - plan.prompt_tokens_after) / plan.calibration_ratio - overhead
+    prompt = plan.prompt_tokens_after + round(extra_tokens * plan.calibration_ratio)
+    headroom = (emergency_line - prompt) / plan.calibration_ratio - overhead
     return top_k, max(0, min(budget, int(headroom)))
 
 
 async def recall_for_turn(
-    ctx: ServiceContext, inp: TurnInput, snap: Snapshot, plan: TurnPlan, batch: OffloadBatch
+    ctx: ServiceContext,
+    inp: TurnInput,
+    snap: Snapshot,
+    plan: TurnPlan,
+    batch: OffloadBatch,
+    *,
+    extra_tokens: int = 0,
 ) -> TurnRecall:
+    """`extra_tokens`: what the prompt gained since the plan (new notes), kept out of B."""
     result = TurnRecall(mode=inp.recall)
     text = _newest_user_text(inp)
     if inp.recall == "off":
@@ -93,7 +101,7 @@ async def recall_for_turn(
     assert text is not None
     query = rewrite(text[: ctx.settings.recall.max_query_chars], _recent_texts(snap))
     result.query = query
-    top_k, budget = _limits(ctx, plan)
+    top_k, budget = _limits(ctx, plan, extra_tokens)
     forced = inp.recall == "force" or query.has_reference
     found = await retrieve(
         ctx,

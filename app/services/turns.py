@@ -17,14 +17,17 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app import metrics
 from app.core.assemble import PromptParts, assemble
+from app.core.notes import NotesBody
 from app.core.tokens import calibrated
 from app.errors import IdempotencyKeyReused, SessionBusy, SessionNotFound
 from app.services.context import ServiceContext
+from app.services.notes import NotesUpdate, active_facts_view, update_notes
 from app.services.offload import OffloadBatch, build_batch
 from app.services.turn_plan import Snapshot, TurnInput, TurnPlan, plan_turn
 from app.services.turn_recall import TurnRecall, recall_for_turn
 from app.store import chunks as chunk_store
 from app.store import events as event_store
+from app.store import facts as fact_store
 from app.store import sessions as session_store
 from app.store.models import SessionRow
 
@@ -53,6 +56,7 @@ async def load_snapshot(ctx: ServiceContext, inp: TurnInput) -> Snapshot:
         window = await session_store.window_messages(db, inp.session_id)
         notes = await session_store.notes_for(db, inp.session_id)
         has_chunks = await chunk_store.has_chunks(db, inp.session_id)
+        facts = await fact_store.current_facts(db, inp.session_id)
     return Snapshot(
         exists=True,
         tenant_id=row.tenant_id,
@@ -72,6 +76,9 @@ async def load_snapshot(ctx: ServiceContext, inp: TurnInput) -> Snapshot:
         window=window,
         notes_text=notes.rendered if notes and notes.rendered else None,
         notes_tokens=notes.tokens if notes else 0,
+        notes_body=NotesBody.from_json(notes.body) if notes else NotesBody(),
+        notes_needs_rebuild=notes.needs_rebuild if notes else False,
+        facts=facts,
         has_chunks=has_chunks,
     )
 
@@ -107,12 +114,14 @@ class Outcome:
 
     plan: TurnPlan
     batch: OffloadBatch
+    notes: NotesUpdate
+    notes_delta: int  # the new notes' tokens minus the old ones' (0 when unchanged)
     recall: TurnRecall
 
     @property
     def estimate_sent(self) -> int:
-        """Estimated tokens of the prompt as sent, recalled block included."""
-        return self.plan.estimate_after + round(self.recall.tokens)
+        """Estimated tokens of the prompt as sent: new notes and recalled block included."""
+        return self.plan.estimate_after + self.notes_delta + round(self.recall.tokens)
 
     @property
     def prompt_tokens(self) -> int:
@@ -131,15 +140,19 @@ async def _attempt(ctx: ServiceContext, inp: TurnInput) -> dict[str, Any]:
     batch = await build_batch(ctx, plan)
     timings["embed"] = _ms_since(mark)
     mark = time.perf_counter()
-    recall = await recall_for_turn(ctx, inp, snap, plan, batch)
+    notes = await update_notes(ctx, snap, plan)
+    notes_delta = 0 if notes.tokens is None else notes.tokens - snap.notes_tokens
+    timings["notes"] = _ms_since(mark)
+    mark = time.perf_counter()
+    recall = await recall_for_turn(ctx, inp, snap, plan, batch, extra_tokens=notes_delta)
     timings["recall"] = _ms_since(mark)
     timings.update({f"recall_{k}": v for k, v in recall.timings_ms.items()})
     mark = time.perf_counter()
-    outcome = Outcome(plan, batch, recall)
+    outcome = Outcome(plan, batch, notes, notes_delta, recall)
     prompt = assemble(
         PromptParts(
             system=plan.config.system_prompt,
-            notes=snap.notes_text,
+            notes=notes.text(snap.notes_text),
             window=plan.window_after,
             current_turn=plan.turn,
             recalled=recall.block,
@@ -217,10 +230,18 @@ def _response(
         "usage": _usage_section(outcome),
         "offload": _offload_section(outcome),
         "recall": outcome.recall.report(),
-        "notes": {"text": snap.notes_text, "tokens": snap.notes_tokens}
-        if snap.notes_text
-        else None,
+        "notes": _notes_section(snap, outcome.notes),
         "timings_ms": timings,
+    }
+
+
+def _notes_section(snap: Snapshot, notes: NotesUpdate) -> dict[str, Any]:
+    text = notes.text(snap.notes_text)
+    return {
+        "text": text,
+        "tokens": notes.tokens if notes.tokens is not None else snap.notes_tokens,
+        **notes.report(),
+        "facts": active_facts_view(notes.facts),
     }
 
 
@@ -250,6 +271,12 @@ def _event_payload(outcome: Outcome, response: dict[str, Any]) -> dict[str, Any]
             "injected_tokens": recall["injected_tokens"],
             "no_match": recall["no_match"],
             "skipped_reason": recall["skipped_reason"],
+        },
+        "notes": outcome.notes.report(),
+        "facts": {
+            "added": len(outcome.notes.changes.new),
+            "superseded": [old for old, _ in outcome.notes.changes.superseded],
+            "resolved": outcome.notes.changes.resolved,
         },
         "fallback_flag": offload["fallback"] or recall["fallback"],
         "timings_ms": response["timings_ms"],
@@ -283,6 +310,7 @@ async def commit_turn(
             ctx.embedder.model_name,
         )
         await session_store.mark_offloaded(db, inp.session_id, batch.chunk_of())
+        await _write_notes(db, inp.session_id, plan.turn, outcome.notes)
         _update_session_row(row, outcome)
         clock.finish(response)
         await event_store.record_event(
@@ -292,6 +320,23 @@ async def commit_turn(
             await event_store.save_idempotent(
                 db, inp.session_id, inp.idempotency_key, inp.request_hash, response
             )
+
+
+async def _write_notes(db: AsyncSession, session_id: str, turn: int, notes: NotesUpdate) -> None:
+    changes = notes.changes
+    ids = await fact_store.insert_facts(db, session_id, changes.new, turn)
+    for old, by in changes.superseded:
+        await fact_store.supersede(db, session_id, old, ids[by] if by is not None else None)
+    for fact_id in changes.resolved:
+        await fact_store.resolve(db, session_id, fact_id, turn)
+    await fact_store.save_notes(
+        db,
+        session_id,
+        body=notes.body.to_json(),
+        rendered=notes.rendered,
+        tokens=notes.tokens,
+        needs_rebuild=notes.needs_rebuild,
+    )
 
 
 def _update_session_row(row: SessionRow, outcome: Outcome) -> None:

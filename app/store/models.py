@@ -157,9 +157,10 @@ class NoteRow(Base):
 
 
 class FactRow(Base):
-    """A key fact with its source; never rewritten, only superseded."""
+    """A key fact with its source; never rewritten, only superseded or resolved."""
 
     __tablename__ = "facts"
+    __table_args__ = (Index(None, "session_id", "status"),)
 
     session_id: Mapped[str] = _session_fk()
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
@@ -167,7 +168,11 @@ class FactRow(Base):
     text: Mapped[str] = mapped_column(Text)
     source_turn: Mapped[int] = mapped_column(Integer)
     source_seq: Mapped[int | None] = mapped_column(Integer)
+    role: Mapped[str] = mapped_column(String(16), server_default="user")
+    ordinal: Mapped[int | None] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16), server_default="active")
     confirmed_at_turn: Mapped[int] = mapped_column(Integer)
+    resolved_at_turn: Mapped[int | None] = mapped_column(Integer)
     superseded_by: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = _created_at()
 

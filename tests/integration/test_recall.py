@@ -154,9 +154,8 @@ async def test_a_chunk_offloaded_by_this_turn_is_recallable_in_the_same_turn(
     session = "r11"
     await run_turn(ctx, turn_input(session, [user(FACTS[1])], **WINDOW))
     for t in range(30):
-        response = await ask(
-            ctx, session, f"filler {t} {words(100)} remind me of the warehouse", **WINDOW
-        )
+        messages = [user(f"filler {t} {words(100)}"), user("Remind me of the warehouse rule.")]
+        response = await run_turn(ctx, turn_input(session, messages, **WINDOW))
         if response["offload"]["triggered"]:
             break
     assert response["offload"]["triggered"]

@@ -6,9 +6,12 @@ import pytest
 from sqlalchemy import exc, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.core.facts import FactChanges
+from app.core.notes import NotesBody
 from app.core.types import Message
 from app.providers.fakes import DownEmbedder, SlowEmbedder
 from app.services.context import ServiceContext
+from app.services.notes import NotesUpdate
 from app.services.offload import OffloadBatch
 from app.services.turn_plan import plan_turn
 from app.services.turn_recall import TurnRecall
@@ -50,7 +53,8 @@ async def fill_to_the_brink(ctx: ServiceContext, session_id: str) -> Message:
 FAULT_POINTS = [
     ("after message insert", "BEFORE INSERT ON chunks"),
     ("after chunk insert", "BEFORE UPDATE ON messages"),
-    ("after window flip", "BEFORE UPDATE ON sessions"),
+    ("after window flip", "BEFORE INSERT ON notes"),
+    ("after notes update", "BEFORE UPDATE ON sessions"),
     ("after session update", "BEFORE INSERT ON events"),
     ("before commit", "BEFORE INSERT ON idempotency"),
 ]
@@ -94,7 +98,8 @@ async def test_a_turn_planned_on_a_stale_version_is_not_written(
     await run_turn(ctx, turn_input("race", [user("winner")]))
     before = await session_rows(connection, "race")
     with pytest.raises(VersionConflict):
-        outcome = Outcome(plan, OffloadBatch([], [], None), TurnRecall(mode="auto"))
+        notes = NotesUpdate(changes=FactChanges(), body=NotesBody(), facts=[])
+        outcome = Outcome(plan, OffloadBatch([], [], None), notes, 0, TurnRecall(mode="auto"))
         await commit_turn(ctx, late, snap, outcome, {}, Stopwatch(0.0, 0.0))
     assert await session_rows(connection, "race") == before
 

@@ -1,0 +1,381 @@
+"""Key facts (C2): extracted from new messages only, never rewritten, only superseded.
+
+Policy (seeds/003: "summaries must never weaken a constraint"):
+- A sentence with a scope or obligation word (只 / 仅 / 不要 / 必须 / only / never / must …) is a
+  constraint; 喜欢 / 希望 / prefer / I'd like … a preference; "wait for the user to confirm,
+  then export" / "确认后再导出" a pending action; 决定 / 就用 / let's go with … a decision; an
+  enumerated list (方案一 … / 1. … / option A …) a set of options; other sentences with
+  numbers are number facts. Chinese clauses split at "，" when the next one opens with a cue.
+- A change (改成 / 换成 / change to / instead …) or a cancellation (取消 / 算了 / 不要…了 /
+  cancel / no longer / forget about …) supersedes the active fact it shares the most content
+  with; the old fact stays, marked superseded by the new one.
+- A user's confirmation (确认了 / 可以导出 / confirmed / go ahead …) resolves the most recent
+  open pending action, preferring one it shares content with.
+- A decision that points at an option by its ordinal ("第二个方案", "the second one") carries
+  that option's text, so the decision still names it after the list left the window.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from app.core.lexical import distinct_terms
+
+
+class FactKind(StrEnum):
+    CONSTRAINT = "constraint"
+    PREFERENCE = "preference"
+    NUMBER = "number"
+    NAME = "name"
+    PENDING_ACTION = "pending_action"
+    DECISION = "decision"
+    OPTION = "option"
+
+
+class FactStatus(StrEnum):
+    ACTIVE = "active"
+    SUPERSEDED = "superseded"
+    RESOLVED = "resolved"
+
+
+@dataclass(frozen=True)
+class Fact:
+    kind: FactKind
+    text: str
+    source_turn: int
+    source_seq: int | None
+    role: str = "user"
+    ordinal: int | None = None
+    status: FactStatus = FactStatus.ACTIVE
+    id: int | None = None
+
+
+@dataclass(frozen=True)
+class SourceMessage:
+    seq: int
+    turn: int
+    role: str
+    text: str
+
+
+@dataclass
+class FactChanges:
+    """`new` facts to insert; `superseded` pairs (old fact id, index into `new` or None for a
+    plain cancellation); `resolved` ids of pending actions now done."""
+
+    new: list[Fact] = field(default_factory=list)
+    superseded: list[tuple[int, int | None]] = field(default_factory=list)
+    resolved: list[int] = field(default_factory=list)
+
+
+CONSTRAINT_ZH = (
+    "只",
+    "仅",
+    "不要",
+    "不能",
+    "不得",
+    "禁止",
+    "必须",
+    "务必",
+    "一定要",
+    "不许",
+    "严禁",
+    "至少",
+    "最多",
+    "不超过",
+    "别",
+)
+PREFERENCE_ZH = ("喜欢", "偏好", "希望", "最好", "倾向")
+DECISION_ZH = ("决定", "定了", "就用", "选用", "采用", "就按", "确定用")
+CHANGE_ZH = ("改成", "换成", "改为", "换为", "改用")
+CANCEL_ZH = ("取消", "算了", "不用了", "不需要了")
+CUES_ZH = CONSTRAINT_ZH + PREFERENCE_ZH + DECISION_ZH + CHANGE_ZH + CANCEL_ZH
+CONSTRAINT_EN = re.compile(
+    r"\b(only|never|must|must not|mustn't|do not|don't|always|at most|at least|no more than|"
+    r"exclusively|cannot|can't)\b",
+    re.IGNORECASE,
+)
+PREFERENCE_EN = re.compile(r"\b(prefer|i'd like|i would like|i like|rather|favou?rite)\b", re.I)
+DECISION_EN = re.compile(
+    r"\b(decided|let's go with|let us go with|we'll go with|we will use|we'll use|agreed to|"
+    r"chose|going with|settled on|go with)\b",
+    re.IGNORECASE,
+)
+CHANGE_EN = re.compile(r"\b(change (?:it |that |this )?to|switch to|instead|replace)\b", re.I)
+CANCEL_EN = re.compile(r"\b(cancel|no longer|forget about|never mind|scrap)\b", re.IGNORECASE)
+PENDING = re.compile(
+    r"(确认后|确认之后|等.{0,12}确认|待确认|之后再|回复后再|\bonce\b.{0,40}\bconfirm|"
+    r"\bafter\b.{0,40}\bconfirm|\bwait(?:ing)? for\b.{0,40}\b(?:confirm|approv|go-ahead)|"
+    r"\buntil\b.{0,40}\bconfirm|\bwhen\b.{0,30}\bconfirms?\b)",
+    re.IGNORECASE,
+)
+CONFIRM = re.compile(
+    r"(已确认|确认了|确认无误|可以导出|可以了|没问题|同意|就这样|"
+    r"\bconfirmed\b|\bi confirm\b|\bgo ahead\b|\bapproved\b|\byes,? (?:please|do it|go))",
+    re.IGNORECASE,
+)
+NUMBER = re.compile(r"\d")
+_SENTENCE_END = re.compile(r"(?<=[。！？!?；;\n])|(?<=\.)\s+")
+_OPTION_LINE = re.compile(
+    r"^\s*(?:[-*•]\s*)?(?:方案\s*(?P<zh>[一二三四五六七八九十\d]+)|(?P<num>\d+)[.)、]|"
+    r"(?:option|plan|proposal)\s+(?P<en>[a-z\d]+))\s*[:：.)]?\s*(?P<text>\S.*)$",
+    re.IGNORECASE,
+)
+_LIST_SPLIT = re.compile(r"[\n；;]")
+MIN_NUMBER_FACT_CHARS = 8
+_ZH_DIGITS = {c: i for i, c in enumerate("一二三四五六七八九十", start=1)}
+_ORDINAL_EN = {
+    "first": 1,
+    "second": 2,
+    "third": 3,
+    "fourth": 4,
+    "fifth": 5,
+    "1st": 1,
+    "2nd": 2,
+    "3rd": 3,
+    "4th": 4,
+    "5th": 5,
+}
+_ORDINAL_REF = re.compile(
+    r"第\s*(?P<zh>[一二三四五六七八九十\d]+)\s*(?:个|种|条)?(?:方案|选项)?|方案\s*(?P<zh2>[一二三四五六七八九十\d]+)|"
+    r"\b(?P<en>first|second|third|fourth|fifth|1st|2nd|3rd|4th|5th)\b(?: one| option| plan)?|"
+    r"\b(?:option|plan|proposal)\s+(?P<num>\d+|[a-e])\b",
+    re.IGNORECASE,
+)
+STOP_TOKENS = frozenset(
+    "the a an to of and or in on for with we i you it is be this that from".split()
+)
+
+
+def _ordinal_value(token: str) -> int | None:
+    token = token.strip().lower()
+    if token.isdigit():
+        return int(token)
+    if token in _ZH_DIGITS:
+        return _ZH_DIGITS[token]
+    if token in _ORDINAL_EN:
+        return _ORDINAL_EN[token]
+    if len(token) == 1 and "a" <= token <= "e":
+        return ord(token) - ord("a") + 1
+    return None
+
+
+def _starts_with_cue(clause: str) -> bool:
+    return clause.startswith(CUES_ZH) or bool(CONSTRAINT_EN.match(clause))
+
+
+def sentences(text: str) -> list[str]:
+    """Sentences, verbatim, with Chinese clauses split at "，" where the next one opens with a
+    cue ("只查华东仓，只看缺货商品" is two constraints)."""
+    result: list[str] = []
+    for sentence in _SENTENCE_END.split(text):
+        parts = re.split(r"([，,])", sentence)
+        merged = [parts[0]]
+        for separator, clause in zip(parts[1::2], parts[2::2], strict=True):
+            opens_chinese_cue = _starts_with_cue(clause.strip()) and _has_cjk(clause)
+            if separator == "，" and opens_chinese_cue:
+                merged.append(clause)
+            else:
+                merged[-1] += separator + clause
+        result.extend(m.strip(" ，,。.") for m in merged if m.strip(" ，,。."))
+    return result
+
+
+def content_tokens(text: str) -> set[str]:
+    """Words and single CJK characters, without cue and stop words: what two facts share."""
+    tokens: set[str] = set()
+    for term in distinct_terms(text):
+        if re.fullmatch(r"[\u3400-\u9fff]+", term):
+            tokens.update(term)
+        elif term not in STOP_TOKENS:
+            tokens.add(term)
+    cue_chars = set("".join(CUES_ZH)) | set("查看用要把的了是在和")
+    return {t for t in tokens if t not in cue_chars}
+
+
+def options_in(text: str) -> list[tuple[int, str]]:
+    """An enumerated list in a message: (ordinal, text) pairs, at least two of them."""
+    found: list[tuple[int, str]] = []
+    for line in _LIST_SPLIT.split(text):
+        match = _OPTION_LINE.match(line)
+        if not match:
+            continue
+        ordinal = _ordinal_value(match.group("zh") or match.group("num") or match.group("en") or "")
+        if ordinal is not None:
+            found.append((ordinal, match.group("text").strip(" 。.")))
+    return found if len(found) >= 2 else []
+
+
+def referenced_ordinal(text: str) -> int | None:
+    match = _ORDINAL_REF.search(text)
+    if not match:
+        return None
+    token = match.group("zh") or match.group("zh2") or match.group("en") or match.group("num")
+    return _ordinal_value(token or "")
+
+
+def classify(sentence: str) -> FactKind | None:
+    if PENDING.search(sentence):
+        return FactKind.PENDING_ACTION
+    if any(cue in sentence for cue in DECISION_ZH) or DECISION_EN.search(sentence):
+        return FactKind.DECISION
+    if any(cue in sentence for cue in CONSTRAINT_ZH) or CONSTRAINT_EN.search(sentence):
+        return FactKind.CONSTRAINT
+    if any(cue in sentence for cue in PREFERENCE_ZH) or PREFERENCE_EN.search(sentence):
+        return FactKind.PREFERENCE
+    if NUMBER.search(sentence) and len(sentence) >= MIN_NUMBER_FACT_CHARS:
+        return FactKind.NUMBER
+    return None
+
+
+def _is_change(sentence: str) -> bool:
+    return any(cue in sentence for cue in CHANGE_ZH) or bool(CHANGE_EN.search(sentence))
+
+
+def _is_cancel(sentence: str) -> bool:
+    no_longer_zh = "不要" in sentence and sentence.rstrip("。.!！").endswith("了")
+    return any(c in sentence for c in CANCEL_ZH) or no_longer_zh or bool(CANCEL_EN.search(sentence))
+
+
+def _best_related(sentence: str, candidates: Sequence[Fact]) -> Fact | None:
+    mine = content_tokens(sentence)
+    scored = [(len(mine & content_tokens(f.text)), f.source_turn, f) for f in candidates]
+    scored = [s for s in scored if s[0] > 0]
+    return max(scored, key=lambda s: (s[0], s[1]))[2] if scored else None
+
+
+def _has_cjk(text: str) -> bool:
+    return bool(re.search(r"[\u4e00-\u9fff]", text))
+
+
+def _annotate(sentence: str, live: Sequence[Fact]) -> str:
+    """A sentence that points at an option by ordinal, with that option's text attached."""
+    ordinal = referenced_ordinal(sentence)
+    option = next(
+        (
+            f
+            for f in live
+            if f.kind is FactKind.OPTION and f.ordinal == ordinal and f.status is FactStatus.ACTIVE
+        ),
+        None,
+    )
+    if option is None:
+        return sentence
+    if _has_cjk(sentence):
+        return f"{sentence}（第{ordinal}个方案：{option.text}）"
+    return f"{sentence} (option {ordinal}: {option.text})"
+
+
+def _replacement_text(sentence: str, old: Fact) -> str:
+    if _has_cjk(sentence):
+        return f"{sentence}（取代：{old.text}）"
+    return f"{sentence} (replaces: {old.text})"
+
+
+MUTABLE = (
+    FactKind.CONSTRAINT,
+    FactKind.PREFERENCE,
+    FactKind.NUMBER,
+    FactKind.NAME,
+    FactKind.DECISION,
+    FactKind.PENDING_ACTION,
+)
+USER_ONLY = (FactKind.CONSTRAINT, FactKind.PREFERENCE, FactKind.NUMBER, FactKind.PENDING_ACTION)
+
+
+class _Extraction:
+    """Walks new messages in order, keeping the active facts current as it goes."""
+
+    def __init__(self, active: Sequence[Fact]) -> None:
+        self.live: list[Fact] = list(active)
+        self.changes = FactChanges()
+
+    def add(self, fact: Fact) -> int:
+        if any(f.text == fact.text and f.status is FactStatus.ACTIVE for f in self.live):
+            return -1
+        self.changes.new.append(fact)
+        self.live.append(fact)
+        return len(self.changes.new) - 1
+
+    def retire(self, old: Fact, status: FactStatus, by: int | None = None) -> None:
+        self.live = [
+            f if f is not old else Fact(**{**f.__dict__, "status": status}) for f in self.live
+        ]
+        if old.id is None:
+            return
+        if status is FactStatus.RESOLVED:
+            self.changes.resolved.append(old.id)
+        else:
+            self.changes.superseded.append((old.id, by if by is not None and by >= 0 else None))
+
+    def active(self, *kinds: FactKind) -> list[Fact]:
+        return [f for f in self.live if f.status is FactStatus.ACTIVE and f.kind in kinds]
+
+    def options(self, message: SourceMessage, found: list[tuple[int, str]]) -> None:
+        for old in self.active(FactKind.OPTION):
+            self.retire(old, FactStatus.SUPERSEDED)
+        for ordinal, text in found:
+            self.add(Fact(FactKind.OPTION, text, message.turn, message.seq, message.role, ordinal))
+
+    def confirm(self, sentence: str) -> None:
+        pending = self.active(FactKind.PENDING_ACTION)
+        target = _best_related(sentence, pending) or (pending[-1] if pending else None)
+        if target is not None:
+            self.retire(target, FactStatus.RESOLVED)
+
+    def change(self, sentence: str, message: SourceMessage, cancel_only: bool) -> None:
+        old = _best_related(sentence, self.active(*MUTABLE))
+        text = _annotate(sentence, self.live)
+        kind = FactKind.DECISION
+        if old is not None and not cancel_only and old.kind is not FactKind.DECISION:
+            kind, text = old.kind, _replacement_text(text, old)
+        index = self.add(Fact(kind, text, message.turn, message.seq, message.role))
+        if old is not None:
+            self.retire(old, FactStatus.SUPERSEDED, index)
+
+    def sentence(self, sentence: str, message: SourceMessage) -> None:
+        if message.role == "user" and CONFIRM.search(sentence) and not PENDING.search(sentence):
+            self.confirm(sentence)
+            return
+        if _is_change(sentence) or _is_cancel(sentence):
+            if message.role == "user":
+                self.change(sentence, message, cancel_only=not _is_change(sentence))
+            return
+        kind = classify(sentence)
+        if kind is None or (kind in USER_ONLY and message.role != "user"):
+            return
+        text = _annotate(sentence, self.live) if kind is FactKind.DECISION else sentence
+        self.add(Fact(kind, text, message.turn, message.seq, message.role))
+
+
+def extract(messages: Sequence[SourceMessage], active: Sequence[Fact]) -> FactChanges:
+    """The fact changes the new messages make, given the facts active before them."""
+    run = _Extraction(active)
+    for message in messages:
+        found = options_in(message.text)
+        text = message.text
+        if found:
+            run.options(message, found)
+            text = "\n".join(p for p in _LIST_SPLIT.split(text) if not _OPTION_LINE.match(p))
+        for sentence in sentences(text):
+            run.sentence(sentence, message)
+    return run.changes
+
+
+def apply(facts: Sequence[Fact], changes: FactChanges) -> list[Fact]:
+    """The facts after `changes`: statuses updated, new facts appended (without ids yet)."""
+    superseded = {old for old, _ in changes.superseded}
+    resolved = set(changes.resolved)
+
+    def status(fact: Fact) -> FactStatus:
+        if fact.id in superseded:
+            return FactStatus.SUPERSEDED
+        if fact.id in resolved:
+            return FactStatus.RESOLVED
+        return fact.status
+
+    updated = [Fact(**{**f.__dict__, "status": status(f)}) for f in facts]
+    return updated + list(changes.new)

@@ -1,0 +1,182 @@
+"""The scratchpad (C2): goal, done, open items, key constraints, recent decisions, key facts.
+
+Policy:
+- The body (goal, done, open tasks) is updated from new messages only; constraints,
+  decisions, pending actions and key facts come from the facts (app/core/facts.py), verbatim.
+- Rendered as a compact block under a hard token cap. Over the cap, items go in this order:
+  done first, then key facts, decisions, the goal, open items; constraints last, oldest
+  first within a section.
+- Consistency: every active constraint or preference must appear with its scope words
+  (只 / 仅 / 不要 / only / never / must …) and most of its content in any notes text, or the
+  notes are rejected (an LLM's notes), so a summary never weakens a constraint.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.core.facts import (
+    CONSTRAINT_EN,
+    CONSTRAINT_ZH,
+    Fact,
+    FactKind,
+    FactStatus,
+    SourceMessage,
+    content_tokens,
+    sentences,
+)
+
+GOAL_CUES = re.compile(
+    r"(目标是|我想|我需要|帮我|请帮|\bgoal\b|\bi want to\b|\bi need to\b|\bhelp me\b"
+    r"|\bwe need to\b)",
+    re.IGNORECASE,
+)
+NEW_GOAL = re.compile(r"(新目标|目标改为|目标变成|\bnew goal\b|\bgoal is now\b)", re.IGNORECASE)
+TASK_CUES = re.compile(
+    r"^(请|帮我|麻烦|需要|要做|please\b|can you\b|could you\b)|\b(todo|to-do|need to)\b",
+    re.IGNORECASE,
+)
+DONE_CUES = re.compile(
+    r"(已完成|完成了|已经(?:导出|生成|发送|更新|修复|创建)|已导出|搞定|"
+    r"\bdone\b|\bfinished\b|\bcompleted\b|\bi(?:'ve| have) (?:created|exported|sent|updated|"
+    r"fixed|generated|written)\b|\bexported\b)",
+    re.IGNORECASE,
+)
+MAX_DONE = 5
+MAX_OPEN = 8
+MAX_DECISIONS = 5
+MAX_KEY_FACTS = 8
+MIN_SHARED_FOR_DONE = 2
+MIN_CONTENT_KEPT = 0.6
+
+
+@dataclass
+class NotesBody:
+    goal: str | None = None
+    done: list[dict[str, Any]] = field(default_factory=list)
+    open: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"goal": self.goal, "done": self.done, "open": self.open}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> NotesBody:
+        return cls(
+            goal=data.get("goal"), done=list(data.get("done", [])), open=list(data.get("open", []))
+        )
+
+
+def _finishes(done_text: str, task_text: str) -> bool:
+    return len(content_tokens(done_text) & content_tokens(task_text)) >= MIN_SHARED_FOR_DONE
+
+
+def update_body(body: NotesBody, messages: Sequence[SourceMessage]) -> NotesBody:
+    """The body after the new messages (a new object; `body` is left as it was)."""
+    goal, done, open_items = body.goal, list(body.done), list(body.open)
+    for message in messages:
+        for sentence in sentences(message.text):
+            if message.role == "user":
+                if NEW_GOAL.search(sentence) or (goal is None and GOAL_CUES.search(sentence)):
+                    goal = sentence
+                if TASK_CUES.search(sentence):
+                    open_items.append({"text": sentence, "turn": message.turn})
+            elif DONE_CUES.search(sentence):
+                done.append({"text": sentence, "turn": message.turn})
+                open_items = [o for o in open_items if not _finishes(sentence, o["text"])]
+    return NotesBody(goal=goal, done=done[-MAX_DONE:], open=open_items[-MAX_OPEN:])
+
+
+@dataclass(frozen=True)
+class _Item:
+    section: str
+    text: str
+    priority: int  # lower goes first when over the cap
+    order: int  # older first within a priority
+
+
+SECTIONS = ("Goal", "Constraints", "Open items", "Decisions", "Key facts", "Done")
+PRIORITY = {"Done": 0, "Key facts": 1, "Decisions": 2, "Goal": 3, "Open items": 4, "Constraints": 5}
+
+
+def _items(body: NotesBody, facts: Sequence[Fact]) -> list[_Item]:
+    active = [f for f in facts if f.status is FactStatus.ACTIVE]
+    by_kind: dict[FactKind, list[Fact]] = {}
+    for fact in sorted(active, key=lambda f: f.source_turn):
+        by_kind.setdefault(fact.kind, []).append(fact)
+    items: list[_Item] = []
+
+    def add(section: str, text: str, order: int) -> None:
+        items.append(_Item(section, text, PRIORITY[section], order))
+
+    if body.goal:
+        add("Goal", body.goal, 0)
+    for fact in by_kind.get(FactKind.CONSTRAINT, []) + by_kind.get(FactKind.PREFERENCE, []):
+        add("Constraints", f"{fact.text} (turn {fact.source_turn})", fact.source_turn)
+    for fact in by_kind.get(FactKind.PENDING_ACTION, []):
+        add("Open items", f"PENDING: {fact.text} (turn {fact.source_turn})", fact.source_turn)
+    for task in body.open:
+        add("Open items", f"{task['text']} (turn {task['turn']})", task["turn"])
+    for fact in by_kind.get(FactKind.DECISION, [])[-MAX_DECISIONS:]:
+        add("Decisions", f"turn {fact.source_turn}, {fact.role}: {fact.text}", fact.source_turn)
+    for fact in (by_kind.get(FactKind.NUMBER, []) + by_kind.get(FactKind.NAME, []))[
+        -MAX_KEY_FACTS:
+    ]:
+        add("Key facts", f"{fact.text} (turn {fact.source_turn})", fact.source_turn)
+    resolved = [f for f in facts if f.status is FactStatus.RESOLVED]
+    for fact in resolved[-MAX_DONE:]:
+        add("Done", f"confirmed: {fact.text}", fact.source_turn)
+    for entry in body.done:
+        add("Done", f"{entry['text']} (turn {entry['turn']})", entry["turn"])
+    return items
+
+
+def _render(items: Sequence[_Item]) -> str:
+    lines: list[str] = []
+    for section in SECTIONS:
+        entries = [i for i in items if i.section == section]
+        if entries:
+            lines.append(f"[{section}]")
+            lines.extend(f"- {i.text}" for i in sorted(entries, key=lambda i: i.order))
+    return "\n".join(lines)
+
+
+def render(
+    body: NotesBody, facts: Sequence[Fact], *, cap_tokens: int, count: Callable[[str], int]
+) -> str:
+    """The notes block within `cap_tokens`, lowest-priority and oldest items cut first."""
+    items = _items(body, facts)
+    text = _render(items)
+    while items and count(text) > cap_tokens:
+        victim = min(items, key=lambda i: (i.priority, i.order))
+        items.remove(victim)
+        text = _render(items)
+    return text
+
+
+def scope_words(text: str) -> list[str]:
+    words = [cue for cue in CONSTRAINT_ZH if cue in text]
+    words += [m.group(0).lower() for m in CONSTRAINT_EN.finditer(text)]
+    return words
+
+
+def weakened(notes: str, facts: Sequence[Fact]) -> list[Fact]:
+    """The active constraints and preferences that `notes` drops or weakens: a scope word
+    missing, or less than `MIN_CONTENT_KEPT` of the fact's content."""
+    lowered = notes.lower()
+    present = content_tokens(notes)
+    problems = []
+    for fact in facts:
+        if fact.status is not FactStatus.ACTIVE or fact.kind not in (
+            FactKind.CONSTRAINT,
+            FactKind.PREFERENCE,
+        ):
+            continue
+        tokens = content_tokens(fact.text)
+        kept = len(tokens & present) / len(tokens) if tokens else 1.0
+        scoped = all(word in lowered for word in scope_words(fact.text))
+        if not scoped or kept < MIN_CONTENT_KEPT:
+            problems.append(fact)
+    return problems

@@ -1,0 +1,134 @@
+"""Updating C2 each turn (DESIGN §1, issue: scratchpad and key facts).
+
+Facts are extracted from the new messages every turn and written with the turn. The rendered
+notes change only when the window does (an offload) or after a failed update, so C0 ⊕ C2
+stay a stable prefix for provider caches between offloads. With a chat model configured the
+model writes the notes from the extractive draft; its text is kept only if no active
+constraint is dropped or weakened, otherwise the extractive notes stand and the turn's event
+says which constraints the model lost. Notes never fail a turn: on an unexpected error the
+previous C2 stays, `needs_rebuild` is set and the next turn renders again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.core.assemble import notes_block
+from app.core.facts import Fact, FactChanges, FactStatus, SourceMessage, apply, extract
+from app.core.notes import NotesBody, render, update_body, weakened
+from app.core.ports import ChatModelUnavailable
+from app.core.tokens import count_text_block
+from app.services.context import ServiceContext
+from app.services.turn_plan import Snapshot, TurnPlan
+
+NOTES_RULES = """You keep the scratchpad of a long conversation between a user and an assistant.
+Rewrite the draft notes below into the same sections ([Goal], [Constraints], [Open items],
+[Decisions], [Key facts], [Done]), one short line per item, at most {cap} tokens.
+Rules:
+1. Keep facts themselves: what was decided, written, found, preferred. Never write "the user
+   asked X" or "the assistant explained Y": write X and Y.
+2. Copy every constraint word for word, with its scope words (only, never, must, 只, 仅, 不要,
+   必须): never turn "only" into "prefer" or drop a limit.
+3. Drop small talk, greetings, confirmations and repetitions.
+Answer with the notes only."""
+
+
+@dataclass
+class NotesUpdate:
+    changes: FactChanges
+    body: NotesBody
+    facts: list[Fact]
+    rendered: str | None = None  # None: the previous notes stay in the prompt
+    tokens: int | None = None
+    needs_rebuild: bool = False
+    source: str | None = None
+    rejected: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def text(self, previous: str | None) -> str | None:
+        return self.rendered if self.rendered is not None else previous
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "updated": self.rendered is not None,
+            "source": self.source,
+            "rejected_constraints": self.rejected,
+            "error": self.error,
+            "needs_rebuild": self.needs_rebuild,
+        }
+
+
+def _sources(plan: TurnPlan) -> list[SourceMessage]:
+    return [
+        SourceMessage(m.seq, m.turn, m.message.role, m.message.content)
+        for m in plan.new_messages
+        if m.message.content and m.message.role in ("user", "assistant") and m.stub_chunk_id is None
+    ]
+
+
+async def _llm_notes(
+    ctx: ServiceContext, draft: str, facts: list[Fact]
+) -> tuple[str | None, list[str], str | None]:
+    """The model's notes if they keep every constraint, else None with the reasons."""
+    if ctx.chat_model is None:
+        return None, [], None
+    cap = ctx.settings.notes.cap_tokens
+    try:
+        text = await asyncio.wait_for(
+            ctx.chat_model.complete(NOTES_RULES.format(cap=cap), draft),
+            timeout=ctx.settings.llm.timeout_s,
+        )
+    except (ChatModelUnavailable, TimeoutError) as error:
+        return None, [], f"chat model unavailable: {error}"
+    lost = [fact.text for fact in weakened(text, facts)]
+    if lost:
+        return None, lost, None
+    if ctx.counter.count(text) > cap:
+        return None, [], "chat model notes over the cap"
+    return text.strip(), [], None
+
+
+async def update_notes(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> NotesUpdate:
+    try:
+        return await _update(ctx, snap, plan)
+    except Exception as error:  # notes must never fail the turn (DESIGN §5)
+        return NotesUpdate(
+            changes=FactChanges(),
+            body=snap.notes_body,
+            facts=list(snap.facts),
+            needs_rebuild=True,
+            error=f"{type(error).__name__}: {error}",
+        )
+
+
+async def _update(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> NotesUpdate:
+    sources = _sources(plan)
+    changes = extract(sources, snap.facts)
+    facts = apply(snap.facts, changes)
+    update = NotesUpdate(changes=changes, body=update_body(snap.notes_body, sources), facts=facts)
+    if not (plan.offloaded or snap.notes_needs_rebuild):
+        return update
+    count = ctx.counter.count
+    draft = render(update.body, facts, cap_tokens=ctx.settings.notes.cap_tokens, count=count)
+    llm_text, update.rejected, update.error = await _llm_notes(ctx, draft, facts)
+    update.rendered = llm_text if llm_text is not None else draft
+    update.source = "llm" if llm_text is not None else "extractive"
+    update.tokens = count_text_block(ctx.counter, notes_block(update.rendered))
+    return update
+
+
+def active_facts_view(facts: list[Fact]) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": f.id,
+            "kind": f.kind.value,
+            "text": f.text,
+            "source_turn": f.source_turn,
+            "source_seq": f.source_seq,
+            "role": f.role,
+        }
+        for f in facts
+        if f.status is FactStatus.ACTIVE
+    ]

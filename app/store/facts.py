@@ -1,0 +1,109 @@
+"""Key facts and the notes row (C2). Repositories flush; the turn's transaction commits."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.core.facts import Fact, FactKind, FactStatus
+from app.store.models import FactRow, NoteRow
+
+RECENT_RESOLVED = 5
+
+
+def _fact(row: FactRow) -> Fact:
+    return Fact(
+        kind=FactKind(row.kind),
+        text=row.text,
+        source_turn=row.source_turn,
+        source_seq=row.source_seq,
+        role=row.role,
+        ordinal=row.ordinal,
+        status=FactStatus(row.status),
+        id=row.id,
+    )
+
+
+async def current_facts(db: AsyncSession, session_id: str) -> list[Fact]:
+    """Active facts, and the few most recently resolved pending actions (for `done`)."""
+    active = await db.execute(
+        select(FactRow)
+        .where(FactRow.session_id == session_id, FactRow.status == FactStatus.ACTIVE)
+        .order_by(FactRow.id)
+    )
+    resolved = await db.execute(
+        select(FactRow)
+        .where(FactRow.session_id == session_id, FactRow.status == FactStatus.RESOLVED)
+        .order_by(FactRow.resolved_at_turn.desc(), FactRow.id.desc())
+        .limit(RECENT_RESOLVED)
+    )
+    return [_fact(r) for r in active.scalars()] + [
+        _fact(r) for r in reversed(list(resolved.scalars()))
+    ]
+
+
+async def insert_facts(
+    db: AsyncSession, session_id: str, facts: Sequence[Fact], turn: int
+) -> list[int]:
+    rows = [
+        FactRow(
+            session_id=session_id,
+            kind=f.kind,
+            text=f.text,
+            source_turn=f.source_turn,
+            source_seq=f.source_seq,
+            role=f.role,
+            ordinal=f.ordinal,
+            status=f.status,
+            confirmed_at_turn=turn,
+        )
+        for f in facts
+    ]
+    db.add_all(rows)
+    await db.flush()
+    return [row.id for row in rows]
+
+
+async def supersede(db: AsyncSession, session_id: str, fact_id: int, by: int | None) -> None:
+    await db.execute(
+        update(FactRow)
+        .where(FactRow.session_id == session_id, FactRow.id == fact_id)
+        .values(status=FactStatus.SUPERSEDED, superseded_by=by)
+    )
+
+
+async def resolve(db: AsyncSession, session_id: str, fact_id: int, turn: int) -> None:
+    await db.execute(
+        update(FactRow)
+        .where(FactRow.session_id == session_id, FactRow.id == fact_id)
+        .values(status=FactStatus.RESOLVED, resolved_at_turn=turn)
+    )
+
+
+async def save_notes(
+    db: AsyncSession,
+    session_id: str,
+    *,
+    body: dict[str, Any],
+    rendered: str | None,
+    tokens: int | None,
+    needs_rebuild: bool,
+) -> None:
+    """Upserts the notes row; `rendered` None keeps the text the prompt carries now."""
+    values: dict[str, Any] = {"body": body, "needs_rebuild": needs_rebuild}
+    if rendered is not None:
+        values.update(rendered=rendered, tokens=tokens or 0)
+    statement = insert(NoteRow).values(
+        session_id=session_id,
+        rendered=values.get("rendered", ""),
+        tokens=values.get("tokens", 0),
+        body=body,
+        needs_rebuild=needs_rebuild,
+    )
+    await db.execute(
+        statement.on_conflict_do_update(index_elements=[NoteRow.session_id], set_=values)
+    )
