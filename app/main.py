@@ -9,8 +9,9 @@ from fastapi import FastAPI
 
 from app.api.errors import BodySizeLimit, install_error_handlers
 from app.api.routes import router
-from app.core.ports import Embedder, Reranker
+from app.core.ports import ChatModel, Embedder, Reranker
 from app.providers.embedders import HashEmbedder, LocalEmbedder, OpenAIEmbedder
+from app.providers.llm import OpenAIChatModel
 from app.providers.reranker import HttpReranker
 from app.providers.tokenizer import default_counter
 from app.services.context import ServiceContext
@@ -48,6 +49,18 @@ def build_embedder(settings: Settings) -> Embedder:
     return LocalEmbedder()
 
 
+def build_chat_model(settings: Settings) -> ChatModel | None:
+    config = settings.llm
+    if not config.base_url:
+        return None
+    return OpenAIChatModel(
+        base_url=config.base_url,
+        api_key=config.api_key,
+        model=config.model,
+        timeout_s=config.timeout_s,
+    )
+
+
 def build_reranker(settings: Settings) -> Reranker | None:
     config = settings.reranker
     if config.kind == "fusion":
@@ -64,6 +77,7 @@ def build_context(settings: Settings, database_url: str) -> ServiceContext:
         embedder=build_embedder(settings),
         settings=settings,
         reranker=build_reranker(settings),
+        chat_model=build_chat_model(settings),
     )
 
 

@@ -5,7 +5,7 @@ Policy (seeds/003: "summaries must never weaken a constraint"):
   constraint; 喜欢 / 希望 / prefer / I'd like … a preference; "wait for the user to confirm,
   then export" / "确认后再导出" a pending action; 决定 / 就用 / let's go with … a decision; an
   enumerated list (方案一 … / 1. … / option A …) a set of options; other sentences with
-  numbers are number facts. Chinese clauses split at "，" when the next one opens with a cue.
+  numbers are number facts. Clauses split at a comma when the next one opens with a cue.
 - A change (改成 / 换成 / change to / instead …) or a cancellation (取消 / 算了 / 不要…了 /
   cancel / no longer / forget about …) supersedes the active fact it shares the most content
   with; the old fact stays, marked superseded by the new one.
@@ -163,20 +163,26 @@ def _ordinal_value(token: str) -> int | None:
     return None
 
 
+def _has_cue(clause: str) -> bool:
+    return any(cue in clause for cue in CUES_ZH) or bool(CONSTRAINT_EN.search(clause))
+
+
 def _starts_with_cue(clause: str) -> bool:
+    clause = clause.strip()
     return clause.startswith(CUES_ZH) or bool(CONSTRAINT_EN.match(clause))
 
 
 def sentences(text: str) -> list[str]:
-    """Sentences, verbatim, with Chinese clauses split at "，" where the next one opens with a
-    cue ("只查华东仓，只看缺货商品" is two constraints)."""
+    """Sentences, verbatim, with clauses split at a comma where the next one opens with a cue
+    and the one before it has one too ("只查华东仓，只看缺货商品" and "only the East-China
+    warehouse, and only out-of-stock items" are two constraints each)."""
     result: list[str] = []
     for sentence in _SENTENCE_END.split(text):
         parts = re.split(r"([，,])", sentence)
         merged = [parts[0]]
         for separator, clause in zip(parts[1::2], parts[2::2], strict=True):
-            opens_chinese_cue = _starts_with_cue(clause.strip()) and _has_cjk(clause)
-            if separator == "，" and opens_chinese_cue:
+            opens_cue = _starts_with_cue(re.sub(r"^\s*(?:and|but)\s+", "", clause))
+            if opens_cue and _has_cue(merged[-1]):
                 merged.append(clause)
             else:
                 merged[-1] += separator + clause
@@ -304,7 +310,11 @@ class _Extraction:
         self.live = [
             f if f is not old else Fact(**{**f.__dict__, "status": status}) for f in self.live
         ]
-        if old.id is None:
+        if old.id is None:  # written by this same batch: store it already retired
+            self.changes.new = [
+                Fact(**{**f.__dict__, "status": status}) if f is old else f
+                for f in self.changes.new
+            ]
             return
         if status is FactStatus.RESOLVED:
             self.changes.resolved.append(old.id)

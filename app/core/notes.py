@@ -81,7 +81,7 @@ def update_body(body: NotesBody, messages: Sequence[SourceMessage]) -> NotesBody
             if message.role == "user":
                 if NEW_GOAL.search(sentence) or (goal is None and GOAL_CUES.search(sentence)):
                     goal = sentence
-                if TASK_CUES.search(sentence):
+                elif TASK_CUES.search(sentence):
                     open_items.append({"text": sentence, "turn": message.turn})
             elif DONE_CUES.search(sentence):
                 done.append({"text": sentence, "turn": message.turn})

@@ -76,3 +76,32 @@ class ScriptedReranker:
     async def rerank(self, query: str, documents: Sequence[str]) -> list[float]:
         self.calls += 1
         return [1.0 if self.preferred in doc else 0.0 for doc in documents]
+
+
+class EchoChatModel:
+    """A faithful chat model: returns the draft notes it was given, tidied."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def complete(self, system: str, user: str) -> str:
+        self.calls += 1
+        return user.strip()
+
+
+class WeakeningChatModel:
+    """A chat model that softens constraints, as summarisers do: "only" → "preferably",
+    "只" → "优先"."""
+
+    async def complete(self, system: str, user: str) -> str:
+        return (
+            user.replace("Only", "Preferably").replace("only", "preferably").replace("只", "优先")
+        )
+
+
+class BrokenChatModel:
+    """A chat model whose adapter has a bug (not an outage): the notes update must not fail
+    the turn."""
+
+    async def complete(self, system: str, user: str) -> str:
+        raise RuntimeError("unexpected failure inside the notes update (fake)")

@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+from app.core.facts import Fact, FactKind, FactStatus, SourceMessage
+from app.core.notes import NotesBody, render, scope_words, update_body, weakened
+from app.providers.fakes import WhitespaceCounter
+
+COUNT = WhitespaceCounter().count
+
+
+def said(text: str, turn: int = 1, role: str = "user") -> SourceMessage:
+    return SourceMessage(seq=turn, turn=turn, role=role, text=text)
+
+
+def fact(kind: FactKind, text: str, turn: int = 1, **overrides: object) -> Fact:
+    values: dict[str, object] = {
+        "kind": kind,
+        "text": text,
+        "source_turn": turn,
+        "source_seq": turn,
+    }
+    values.update(overrides)
+    return Fact(**values)  # type: ignore[arg-type]
+
+
+def test_the_body_keeps_goal_tasks_and_what_was_done() -> None:
+    body = update_body(
+        NotesBody(),
+        [
+            said("Hi! I need to reconcile the Q3 invoices.", 1),
+            said("Please export the overdue list as CSV.", 2),
+            said("I have exported the overdue list as CSV.", 3, role="assistant"),
+            said("Can you also email the summary to finance?", 4),
+        ],
+    )
+    assert body.goal == "I need to reconcile the Q3 invoices"
+    assert [o["text"] for o in body.open] == ["Can you also email the summary to finance?"]
+    assert [d["turn"] for d in body.done] == [3]
+    changed = update_body(body, [said("New goal: close the books for October.", 9)])
+    assert changed.goal == "New goal: close the books for October"
+    assert NotesBody.from_json(changed.to_json()) == changed
+
+
+def test_notes_render_every_section_in_order() -> None:
+    body = NotesBody(
+        goal="reconcile invoices",
+        done=[{"text": "exported list", "turn": 3}],
+        open=[{"text": "email finance", "turn": 4}],
+    )
+    facts = [
+        fact(FactKind.CONSTRAINT, "只查华东仓", 2),
+        fact(FactKind.PREFERENCE, "I'd prefer tables", 2),
+        fact(FactKind.PENDING_ACTION, "export after confirmation", 5),
+        fact(FactKind.DECISION, "use blue-green", 6, role="assistant"),
+        fact(FactKind.NUMBER, "budget 12,400", 7),
+        fact(FactKind.PENDING_ACTION, "send the CSV", 3, status=FactStatus.RESOLVED),
+        fact(FactKind.CONSTRAINT, "old rule", 1, status=FactStatus.SUPERSEDED),
+    ]
+    text = render(body, facts, cap_tokens=1000, count=COUNT)
+    assert text.splitlines()[0] == "[Goal]"
+    order = [line for line in text.splitlines() if line.startswith("[")]
+    assert order == [
+        "[Goal]",
+        "[Constraints]",
+        "[Open items]",
+        "[Decisions]",
+        "[Key facts]",
+        "[Done]",
+    ]
+    assert "- 只查华东仓 (turn 2)" in text and "PENDING: export after confirmation" in text
+    assert "turn 6, assistant: use blue-green" in text and "confirmed: send the CSV" in text
+    assert "old rule" not in text
+
+
+def test_over_the_cap_done_goes_first_and_constraints_last() -> None:
+    body = NotesBody(goal="a goal", done=[{"text": f"done {i}", "turn": i} for i in range(5)])
+    facts = [fact(FactKind.CONSTRAINT, f"only rule {i}", i) for i in range(5)]
+    full = render(body, facts, cap_tokens=1000, count=COUNT)
+    tight = render(body, facts, cap_tokens=COUNT(full) - 6, count=COUNT)
+    assert COUNT(tight) <= COUNT(full) - 6
+    assert "done 0" not in tight and "only rule 0" in tight
+    tiny = render(body, facts, cap_tokens=20, count=COUNT)
+    assert COUNT(tiny) <= 20 and "only rule 4" in tiny and "done" not in tiny
+
+
+def test_notes_that_drop_or_weaken_a_constraint_are_caught() -> None:
+    facts = [
+        fact(FactKind.CONSTRAINT, "Only ship from the East-China warehouse"),
+        fact(FactKind.CONSTRAINT, "只查华东仓"),
+        fact(FactKind.NUMBER, "budget 12,400"),
+        fact(FactKind.CONSTRAINT, "never on Fridays", status=FactStatus.SUPERSEDED),
+    ]
+    faithful = "[Constraints]\n- Only ship from the East-China warehouse\n- 只查华东仓"
+    assert weakened(faithful, facts) == []
+    softened = "[Constraints]\n- Prefer the East-China warehouse for shipping\n- 只查华东仓"
+    assert [f.text for f in weakened(softened, facts)] == [facts[0].text]
+    dropped = "[Constraints]\n- Only ship from the East-China warehouse"
+    assert [f.text for f in weakened(dropped, facts)] == ["只查华东仓"]
+    assert scope_words("只查华东仓，不要华南仓") == ["只", "不要"]
+    assert scope_words("Never ship on Fridays") == ["never"]
