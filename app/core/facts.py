@@ -71,27 +71,14 @@ class FactChanges:
     resolved: list[int] = field(default_factory=list)
 
 
-CONSTRAINT_ZH = (
-    "只",
-    "仅",
-    "不要",
-    "不能",
-    "不得",
-    "禁止",
-    "必须",
-    "务必",
-    "一定要",
-    "不许",
-    "严禁",
-    "至少",
-    "最多",
-    "不超过",
-    "别",
+# Not 别: it hides in 特别 and 区别.
+CONSTRAINT_ZH = tuple(
+    "只 仅 不要 不能 不得 禁止 必须 务必 一定要 不许 严禁 至少 最多 不超过".split()
 )
-PREFERENCE_ZH = ("喜欢", "偏好", "希望", "最好", "倾向")
-DECISION_ZH = ("决定", "定了", "就用", "选用", "采用", "就按", "确定用")
-CHANGE_ZH = ("改成", "换成", "改为", "换为", "改用")
-CANCEL_ZH = ("取消", "算了", "不用了", "不需要了")
+PREFERENCE_ZH = tuple("喜欢 偏好 希望 最好 倾向".split())
+DECISION_ZH = tuple("决定 定了 就用 选用 采用 就按 确定用".split())
+CHANGE_ZH = tuple("改成 换成 改为 换为 改用".split())
+CANCEL_ZH = tuple("取消 算了 不用了 不需要了".split())
 CUES_ZH = CONSTRAINT_ZH + PREFERENCE_ZH + DECISION_ZH + CHANGE_ZH + CANCEL_ZH
 CONSTRAINT_EN = re.compile(
     r"\b(only|never|must|must not|mustn't|do not|don't|always|at most|at least|no more than|"
@@ -104,7 +91,7 @@ DECISION_EN = re.compile(
     r"chose|going with|settled on|go with)\b",
     re.IGNORECASE,
 )
-CHANGE_EN = re.compile(r"\b(change (?:it |that |this )?to|switch to|instead|replace)\b", re.I)
+CHANGE_EN = re.compile(r"\b(change\b.{0,40}?\bto|switch to|instead|replace)\b", re.I)
 CANCEL_EN = re.compile(r"\b(cancel|no longer|forget about|never mind|scrap)\b", re.IGNORECASE)
 PENDING = re.compile(
     r"(确认后|确认之后|等.{0,12}确认|待确认|之后再|回复后再|\bonce\b.{0,40}\bconfirm|"
@@ -117,7 +104,14 @@ CONFIRM = re.compile(
     r"\bconfirmed\b|\bi confirm\b|\bgo ahead\b|\bapproved\b|\byes,? (?:please|do it|go))",
     re.IGNORECASE,
 )
-NUMBER = re.compile(r"\d")
+# A number worth keeping: with a unit or currency, a time, a date, a percentage or a code.
+NUMBER = re.compile(
+    r"\d[\d,.]*\s*(?:%|％|元|万|亿|美元|块|dollars?\b|usd\b|rmb\b|eur\b|kg\b|km\b|gb\b|mb\b|"
+    r"ms\b|秒|分钟|小时|天|周|个月|年|次|件|箱|人|days?\b|hours?\b|minutes?\b|weeks?\b|"
+    r"months?\b|requests?\b|items?\b|units?\b)|\d{1,2}:\d{2}|\d{4}[-/]\d{1,2}|[$¥€£]\s*\d|"
+    r"\b[A-Z]{1,6}-\d{2,}",
+    re.IGNORECASE,
+)
 _SENTENCE_END = re.compile(r"(?<=[。！？!?；;\n])|(?<=\.)\s+")
 _OPTION_LINE = re.compile(
     r"^\s*(?:[-*•]\s*)?(?:方案\s*(?P<zh>[一二三四五六七八九十\d]+)|(?P<num>\d+)[.)、]|"
@@ -125,7 +119,6 @@ _OPTION_LINE = re.compile(
     re.IGNORECASE,
 )
 _LIST_SPLIT = re.compile(r"[\n；;]")
-MIN_NUMBER_FACT_CHARS = 8
 _ZH_DIGITS = {c: i for i, c in enumerate("一二三四五六七八九十", start=1)}
 _ORDINAL_EN = {
     "first": 1,
@@ -232,7 +225,7 @@ def classify(sentence: str) -> FactKind | None:
         return FactKind.CONSTRAINT
     if any(cue in sentence for cue in PREFERENCE_ZH) or PREFERENCE_EN.search(sentence):
         return FactKind.PREFERENCE
-    if NUMBER.search(sentence) and len(sentence) >= MIN_NUMBER_FACT_CHARS:
+    if NUMBER.search(sentence):
         return FactKind.NUMBER
     return None
 

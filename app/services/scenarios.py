@@ -220,3 +220,139 @@ async def replay_needles(
             )
         )
     return results
+
+
+# The task-continuity conversation: constraints, changes, pending actions and confirmations
+# spread through long small talk (issue: scratchpad and key facts; DESIGN §10).
+TASK_CONSTRAINTS = (
+    ("只查华东仓的库存", "改成华南仓的库存"),
+    ("Only include invoices from 2026", None),
+    ("报表只看缺货商品", None),
+    ("Never email the customer directly", None),
+    ("预算不超过五十万元", "预算改成六十万元"),
+    ("Only use the blue-green rollout for payments", None),
+    ("必须在周五前交付", None),
+    ("Always round prices to two decimals", "Change the rounding to whole dollars instead"),
+)
+TASK_PENDING = (
+    ("等我确认后再导出 CSV", "确认了，可以导出"),
+    ("Wait for legal to confirm, then send the contract", "Confirmed, go ahead and send it"),
+    ("等财务确认后再付款", "财务已确认，可以付款"),
+)
+
+
+@dataclass(frozen=True)
+class TaskEvent:
+    turn: int
+    kind: str  # "constraint" | "change" | "pending" | "confirm"
+    text: str
+    replaces: str | None = None
+
+
+@dataclass(frozen=True)
+class TaskScenario:
+    turns: list[list[Message]]
+    events: list[TaskEvent]
+
+    def active_constraints(self, turn: int) -> list[str]:
+        """Constraint texts a correct scratchpad shows after `turn` (changes replace)."""
+        active: list[str] = []
+        for event in self.events:
+            if event.turn > turn:
+                break
+            if event.kind == "constraint":
+                active.append(event.text)
+            elif event.kind == "change":
+                active = [c for c in active if c != event.replaces] + [event.text]
+        return active
+
+    def open_pending(self, turn: int) -> list[str]:
+        open_items: list[str] = []
+        for event in self.events:
+            if event.turn > turn:
+                break
+            if event.kind == "pending":
+                open_items.append(event.text)
+            elif event.kind == "confirm" and event.replaces in open_items:
+                open_items.remove(event.replaces)
+        return open_items
+
+
+def _task_events(turns: int) -> list[TaskEvent]:
+    events: list[TaskEvent] = []
+    every = max(2, turns // (len(TASK_CONSTRAINTS) + 2))
+    for index, (text, change) in enumerate(TASK_CONSTRAINTS):
+        events.append(TaskEvent(turn=1 + index * every, kind="constraint", text=text))
+        if change is not None:
+            events.append(
+                TaskEvent(
+                    turn=1 + index * every + every // 2, kind="change", text=change, replaces=text
+                )
+            )
+    gap = max(2, turns // (len(TASK_PENDING) + 1))
+    for index, (pending, confirm) in enumerate(TASK_PENDING):
+        events.append(TaskEvent(turn=3 + index * gap, kind="pending", text=pending))
+        events.append(
+            TaskEvent(
+                turn=3 + index * gap + gap // 2, kind="confirm", text=confirm, replaces=pending
+            )
+        )
+    return sorted(events, key=lambda e: e.turn)
+
+
+def task_scenario(*, turns: int, seed: int = 11) -> TaskScenario:
+    """`turns` turns of small talk carrying the constraints, changes and pending actions."""
+    rng = random.Random(seed)
+    events = [e for e in _task_events(turns) if e.turn < turns]
+    at = {e.turn: e for e in events}
+    script: list[list[Message]] = []
+    for t in range(turns):
+        messages = [Message(role="assistant", content=_filler(rng, 2))] if t else []
+        text = _filler(rng, 3)
+        if t in at:
+            text = f"{text} {at[t].text}{'.' if at[t].text.isascii() else '。'}"
+        messages.append(Message(role="user", content=text))
+        script.append(messages)
+    return TaskScenario(turns=script, events=events)
+
+
+@dataclass(frozen=True)
+class NotesCheck:
+    turn: int
+    tokens: int
+    constraints_expected: int
+    constraints_kept: int
+    open_expected: int
+    open_kept: int
+
+
+async def replay_task(
+    ctx: ServiceContext, session_id: str, scenario: TaskScenario, **turn_fields: Any
+) -> list[NotesCheck]:
+    """Posts the task conversation; at every turn whose notes were rendered again, checks
+    which of the constraints and open pending actions a correct scratchpad holds are in it."""
+    checks = []
+    for turn, messages in enumerate(scenario.turns):
+        response = await run_turn(
+            ctx,
+            TurnInput(
+                session_id=session_id, tenant_id=DEFAULT_TENANT, messages=messages, **turn_fields
+            ),
+        )
+        notes = response["notes"]
+        if not notes["updated"]:
+            continue
+        text = notes["text"] or ""
+        constraints = scenario.active_constraints(turn)
+        pending = scenario.open_pending(turn)
+        checks.append(
+            NotesCheck(
+                turn=turn,
+                tokens=ctx.counter.count(text),
+                constraints_expected=len(constraints),
+                constraints_kept=sum(c in text for c in constraints),
+                open_expected=len(pending),
+                open_kept=sum(f"PENDING: {p}" in text for p in pending),
+            )
+        )
+    return checks

@@ -126,3 +126,18 @@ async def test_health_readiness_and_metrics(client: httpx.AsyncClient) -> None:
     await client.post("/sessions/m/turn", json=turn_body(user("hi"), model="gpt-4o"))
     metrics = (await client.get("/metrics")).text
     assert 'ebbtide_turns_total{level="normal"}' in metrics
+
+
+async def test_turn_and_status_show_the_active_facts_with_their_sources(
+    client: httpx.AsyncClient,
+) -> None:
+    body = turn_body(user("只查华东仓，只看缺货商品。"), model="gpt-4o")
+    turn = (await client.post("/sessions/facts/turn", json=body)).json()
+    assert [(f["kind"], f["text"], f["source_turn"]) for f in turn["notes"]["facts"]] == [
+        ("constraint", "只查华东仓", 1),
+        ("constraint", "只看缺货商品", 1),
+    ]
+    assert turn["notes"]["updated"] is False  # no offload yet: C2 stays as it was
+    status = (await client.get("/sessions/facts/status")).json()
+    assert [f["text"] for f in status["facts"]] == ["只查华东仓", "只看缺货商品"]
+    assert all(f["id"] is not None and f["source_seq"] == 1 for f in status["facts"])

@@ -14,8 +14,9 @@ import httpx
 import pytest
 
 from app.core.chunker import cosine
-from app.core.ports import EmbedderUnavailable, RerankerUnavailable
+from app.core.ports import ChatModelUnavailable, EmbedderUnavailable, RerankerUnavailable
 from app.providers.embedders import LocalEmbedder, OpenAIEmbedder
+from app.providers.llm import OpenAIChatModel
 from app.providers.reranker import HttpReranker
 from app.services.context import ServiceContext
 from app.services.turns import run_turn
@@ -148,3 +149,61 @@ async def test_http_reranker_failures_are_unavailable(reply: httpx.Response) -> 
     with pytest.raises(RerankerUnavailable):
         await reranker.rerank("q", ["a"])
     await reranker.aclose()
+
+
+def chat_model_answering(reply: httpx.Response) -> OpenAIChatModel:
+    from openai import AsyncOpenAI
+
+    transport = httpx.MockTransport(lambda request: reply)
+    client = AsyncOpenAI(
+        base_url="http://llm.test/v1",
+        api_key="k",
+        max_retries=0,
+        http_client=httpx.AsyncClient(transport=transport),
+    )
+    return OpenAIChatModel(
+        base_url="http://llm.test/v1", api_key="k", model="m", timeout_s=5, client=client
+    )
+
+
+async def test_chat_model_returns_the_completion_text() -> None:
+    completion = {
+        "id": "c1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "[Goal]\n- ship"},
+            }
+        ],
+    }
+    model = chat_model_answering(httpx.Response(200, json=completion))
+    assert await model.complete("rules", "draft") == "[Goal]\n- ship"
+    await model.aclose()
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        httpx.Response(500, json={"error": {"message": "boom"}}),
+        httpx.Response(
+            200,
+            json={
+                "id": "c",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "m",
+                "choices": [],
+            },
+        ),
+    ],
+    ids=["server error", "no choices"],
+)
+async def test_chat_model_failures_are_unavailable(reply: httpx.Response) -> None:
+    model = chat_model_answering(reply)
+    with pytest.raises(ChatModelUnavailable):
+        await model.complete("rules", "draft")
+    await model.aclose()

@@ -62,6 +62,9 @@ def test_clauses_split_where_both_carry_a_constraint() -> None:
         ("The budget is 12,400 dollars", FactKind.NUMBER),
         ("hello there", None),
         ("ok 1", None),
+        ("chat 10 c0 c1 c2", None),
+        ("Invoice INV-20931 is overdue", FactKind.NUMBER),
+        ("meeting at 9:30", FactKind.NUMBER),
     ],
 )
 def test_sentences_are_classified_by_their_cue_words(sentence: str, kind: FactKind | None) -> None:
