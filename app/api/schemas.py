@@ -130,6 +130,9 @@ class NotesView(BaseModel):
     rejected_constraints: list[str] = Field(
         description="Constraints the chat model dropped or weakened: its notes were rejected."
     )
+    missing_constraints: list[str] = Field(
+        description="Active constraints the token cap left out of the notes (still in facts)."
+    )
     error: str | None
     needs_rebuild: bool
     facts: list[FactView] = Field(description="Active key facts with their sources.")

@@ -162,21 +162,27 @@ def scope_words(text: str) -> list[str]:
     return words
 
 
+def _kept_by(line: str, fact: Fact) -> bool:
+    """Whether one line of notes states the fact: its scope words, its numbers, and most of
+    its content."""
+    lowered = line.lower()
+    if not all(word in lowered for word in scope_words(fact.text)):
+        return False
+    tokens = content_tokens(fact.text)
+    present = content_tokens(line)
+    numbers = {t for t in tokens if any(ch.isdigit() for ch in t)}
+    kept = len(tokens & present) / len(tokens) if tokens else 1.0
+    return numbers <= present and kept >= MIN_CONTENT_KEPT
+
+
 def weakened(notes: str, facts: Sequence[Fact]) -> list[Fact]:
-    """The active constraints and preferences that `notes` drops or weakens: a scope word
-    missing, or less than `MIN_CONTENT_KEPT` of the fact's content."""
-    lowered = notes.lower()
-    present = content_tokens(notes)
-    problems = []
-    for fact in facts:
-        if fact.status is not FactStatus.ACTIVE or fact.kind not in (
-            FactKind.CONSTRAINT,
-            FactKind.PREFERENCE,
-        ):
-            continue
-        tokens = content_tokens(fact.text)
-        kept = len(tokens & present) / len(tokens) if tokens else 1.0
-        scoped = all(word in lowered for word in scope_words(fact.text))
-        if not scoped or kept < MIN_CONTENT_KEPT:
-            problems.append(fact)
-    return problems
+    """The active constraints and preferences that no line of `notes` states: one dropped,
+    or weakened (a scope word or a number lost, or less than `MIN_CONTENT_KEPT` of it)."""
+    lines = notes.splitlines() or [notes]
+    return [
+        fact
+        for fact in facts
+        if fact.status is FactStatus.ACTIVE
+        and fact.kind in (FactKind.CONSTRAINT, FactKind.PREFERENCE)
+        and not any(_kept_by(line, fact) for line in lines)
+    ]

@@ -45,6 +45,7 @@ class NotesUpdate:
     needs_rebuild: bool = False
     source: str | None = None
     rejected: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # constraints the cap left out
     error: str | None = None
 
     def text(self, previous: str | None) -> str | None:
@@ -55,6 +56,7 @@ class NotesUpdate:
             "updated": self.rendered is not None,
             "source": self.source,
             "rejected_constraints": self.rejected,
+            "missing_constraints": self.missing,
             "error": self.error,
             "needs_rebuild": self.needs_rebuild,
         }
@@ -116,6 +118,8 @@ async def _update(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> NotesU
     update.rendered = llm_text if llm_text is not None else draft
     update.source = "llm" if llm_text is not None else "extractive"
     update.tokens = count_text_block(ctx.counter, notes_block(update.rendered))
+    # The check runs on every update: only the cap can make the extractive notes fail it.
+    update.missing = [fact.text for fact in weakened(update.rendered, facts)]
     return update
 
 

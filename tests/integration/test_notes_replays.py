@@ -14,6 +14,7 @@ from app.providers.fakes import BrokenChatModel, EchoChatModel, WeakeningChatMod
 from app.services.context import ServiceContext
 from app.services.turns import run_turn
 from tests.builders import assistant, user, words
+from tests.conftest import make_settings
 from tests.integration.test_turn_invariants import turn_input
 
 WINDOW = {"context_window": 3000, "policy": {"floor_turns": 2, "floor_tokens": 0}}
@@ -86,6 +87,7 @@ async def test_constraints_survive_offloads_and_a_change_supersedes_only_its_own
     script = SCRIPTS[lang]
     await post(ctx, f"c-{lang}", user(script["constraints"]))
     response = await through_offloads(ctx, f"c-{lang}")
+    assert response["notes"]["missing_constraints"] == []
     for constraint in script["kept"]:
         assert constraint in notes_of(response) and constraint in facts_of(response)
         assert constraint not in window_text(response)  # only the notes carry it now
@@ -174,3 +176,16 @@ async def test_a_failing_notes_update_keeps_the_previous_notes_and_rebuilds_next
     assert rebuilt["offload"]["triggered"] is False
     assert rebuilt["notes"]["updated"] is True and rebuilt["notes"]["needs_rebuild"] is False
     assert SCRIPTS["en"]["kept"][0] in notes_of(rebuilt)
+
+
+async def test_constraints_the_cap_leaves_out_are_reported_and_stay_in_the_facts(
+    ctx: ServiceContext,
+) -> None:
+    ctx.settings = make_settings(notes={"cap_tokens": 60})
+    rules = [f"Only use supplier number {i} for region {i}." for i in range(8)]
+    await post(ctx, "capped", user(" ".join(rules)))
+    response = await through_offloads(ctx, "capped", count=1)
+    notes = response["notes"]
+    assert ctx.counter.count(notes["text"]) <= 60
+    assert notes["missing_constraints"]
+    assert set(notes["missing_constraints"]) <= set(facts_of(response))

@@ -97,3 +97,10 @@ def test_notes_that_drop_or_weaken_a_constraint_are_caught() -> None:
     assert [f.text for f in weakened(dropped, facts)] == ["只查华东仓"]
     assert scope_words("只查华东仓，不要华南仓") == ["只", "不要"]
     assert scope_words("Never ship on Fridays") == ["never"]
+
+
+def test_a_constraint_is_kept_only_with_its_numbers_on_one_line() -> None:
+    rule = fact(FactKind.CONSTRAINT, "Only use supplier 3 for region 3")
+    assert weakened("- Only use supplier 3 for region 3", [rule]) == []
+    assert weakened("- Only use supplier 4 for region 4", [rule]) == [rule]
+    assert weakened("- Only use supplier\n- 3 for region 3", [rule]) == [rule]
