@@ -1,4 +1,4 @@
-"""`ebbtide serve | migrate | reembed | openapi`."""
+"""`ebbtide serve | migrate | reembed | eval | openapi`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import argparse
 import json
 import os
 import signal
+import sys
 from pathlib import Path
+from typing import Any
 
 from app.settings import Settings, get_settings
 
@@ -71,6 +73,73 @@ def reembed(settings: Settings, session_id: str | None) -> None:
     asyncio.run(go())
 
 
+def evaluate(settings: Settings, args: argparse.Namespace) -> None:
+    import asyncio
+
+    from app.services.evaluation import EvalConfig
+
+    config = EvalConfig.quick() if args.quick else EvalConfig()
+    if args.seed is not None:
+        config = EvalConfig(config.window, config.pressures, config.task_turns, args.seed)
+    url = None if args.url else _migrate(settings)
+    command = "ebbtide eval " + " ".join(sys.argv[2:])
+    asyncio.run(run_eval(settings, config, args.out, url, args.url, args.api_key, command))
+
+
+async def run_eval(
+    settings: Settings,
+    config: Any,
+    out: Path,
+    database_url: str | None,
+    server: str | None,
+    api_key: str | None,
+    command: str,
+) -> None:
+    import httpx
+    from tqdm import tqdm
+
+    from app.main import build_context, build_embedder
+    from app.providers.tokenizer import default_counter
+    from app.report import write_report
+    from app.services.baselines import (
+        CompactionOnly,
+        EbbtideInProcess,
+        EbbtideOverHttp,
+        FullRag,
+        Kit,
+        Strategy,
+        Truncation,
+    )
+    from app.services.evaluation import evaluate as run
+    from app.services.evaluation import total_steps
+
+    ctx = build_context(settings, database_url) if database_url else None
+    kit = Kit(default_counter(), ctx.embedder if ctx else build_embedder(settings), settings)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    client = httpx.AsyncClient(base_url=server or "http://unused", headers=headers, timeout=120)
+
+    def make(name: str, session: str) -> Strategy:
+        if name == "truncation":
+            return Truncation(kit, config.window)
+        if name == "compaction":
+            return CompactionOnly(kit, config.window)
+        if name == "full_rag":
+            return FullRag(kit, config.window)
+        if ctx is not None:
+            return EbbtideInProcess(ctx, config.window, session)
+        return EbbtideOverHttp(client, config.window, session)
+
+    try:
+        with tqdm(total=total_steps(kit, config), unit="turn", desc="ebbtide eval") as bar:
+            report = await run(kit, make, config, bar.update)
+    finally:
+        await client.aclose()
+        if ctx is not None:
+            await ctx.aclose()
+    write_report(report, out, command)
+    print(f"ebbtide: report written to {out}/report.md")
+
+
 def write_openapi(path: Path) -> None:
     from app.main import create_app
 
@@ -88,6 +157,12 @@ def main(argv: list[str] | None = None) -> None:
         "reembed", help="embed chunks stored without a vector or with another model's"
     )
     again.add_argument("--session", default=None, help="only this session (default: all)")
+    evaluation = commands.add_parser("eval", help="run the evaluation against baselines")
+    evaluation.add_argument("--out", type=Path, default=Path("out/eval"))
+    evaluation.add_argument("--quick", action="store_true", help="small window, under 2 min")
+    evaluation.add_argument("--url", default=None, help="a running server instead of in-process")
+    evaluation.add_argument("--api-key", default=None)
+    evaluation.add_argument("--seed", type=int, default=None)
     openapi = commands.add_parser("openapi", help="write the OpenAPI schema")
     openapi.add_argument("--out", type=Path, default=Path("openapi/openapi.json"))
     args = parser.parse_args(argv)
@@ -98,6 +173,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"ebbtide: migrated {_migrate(settings).split('@')[-1]}")
     elif args.command == "reembed":
         reembed(settings, args.session)
+    elif args.command == "eval":
+        evaluate(settings, args)
     elif args.command == "openapi":
         write_openapi(args.out)
 

@@ -137,11 +137,15 @@ def _filler(rng: random.Random, sentences: int) -> str:
 
 
 def needle_scenario(*, turns: int, seed: int = 7, sentences_per_message: int = 5) -> Scenario:
-    """`turns` turns of small talk with the needles planted in the first two thirds (each in
-    its own user message), then one question per needle, in shuffled order."""
+    """`turns` turns of small talk with the needles planted in the first two thirds (one per
+    user message while there are turns enough, several per message in short conversations),
+    then one question per needle, in shuffled order."""
     rng = random.Random(seed)
-    planted_at = sorted(rng.sample(range(2, max(3, turns * 2 // 3)), len(NEEDLES)))
-    needle_at = dict(zip(planted_at, NEEDLES, strict=False))
+    slots = range(min(2, turns - 1), max(3, turns * 2 // 3))
+    planted_at = sorted(rng.sample(slots, min(len(NEEDLES), len(slots))))
+    needle_at: dict[int, list[Needle]] = {}
+    for index, needle in enumerate(NEEDLES):
+        needle_at.setdefault(planted_at[index % len(planted_at)], []).append(needle)
     script: list[list[Message]] = []
     for t in range(turns):
         messages = []
@@ -150,8 +154,8 @@ def needle_scenario(*, turns: int, seed: int = 7, sentences_per_message: int = 5
                 Message(role="assistant", content=_filler(rng, sentences_per_message // 2 + 1))
             )
         text = _filler(rng, sentences_per_message)
-        if t in needle_at:
-            text = f"{text} {needle_at[t].fact} {_filler(rng, 1)}"
+        for needle in needle_at.get(t, []):
+            text = f"{text} {needle.fact} {_filler(rng, 1)}"
         messages.append(Message(role="user", content=text))
         script.append(messages)
     questions = list(NEEDLES)

@@ -1,0 +1,137 @@
+"""Writing the `ebbtide eval` report: report.json, report.md and two PNG plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt
+
+from app.services.evaluation import STRATEGIES
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0%}"
+
+
+def needle_table(report: dict[str, Any]) -> list[str]:
+    lines = [
+        "| pressure | strategy | Recall@5 | Recall@5, needles older than the budget | no-match "
+        "guard | prompt tokens mean / max | injected tokens / turn | turn p50 / p95 ms "
+        "| fallback rate |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for run in report["needles"]:
+        series = run["series"]
+        latency = series["latency_ms"]
+        far = f"{_pct(run['recall_far'])} of {run['far_needles']}"
+        lines.append(
+            f"| {run['pressure']}× | {run['strategy']} | {_pct(run['recall_at_5'])} | {far} "
+            f"| {_pct(run['guard_rate'])} | {series['prompt_tokens_mean']:.0f} / "
+            f"{series['prompt_tokens_max']} | {series['injected_tokens_mean']:.0f} "
+            f"| {latency['p50']:.1f} / {latency['p95']:.1f} | {series['fallback_rate']:.2%} |"
+        )
+    return lines
+
+
+def task_table(report: dict[str, Any]) -> list[str]:
+    lines = [
+        "| strategy | constraint retention | open-item retention | prompt tokens mean / max "
+        "| turn p50 / p95 ms |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for run in report["task"]:
+        series = run["series"]
+        lines.append(
+            f"| {run['strategy']} | {_pct(run['constraint_retention'])} "
+            f"| {_pct(run['open_item_retention'])} | {series['prompt_tokens_mean']:.0f} / "
+            f"{series['prompt_tokens_max']} | {series['latency_ms']['p50']:.1f} / "
+            f"{series['latency_ms']['p95']:.1f} |"
+        )
+    return lines
+
+
+def stage_table(report: dict[str, Any]) -> list[str]:
+    lines = ["| pressure | stage | p50 ms | p95 ms |", "| --- | --- | --- | --- |"]
+    for run in report["needles"]:
+        if run["strategy"] == "ebbtide":
+            for stage, values in run["series"]["stages_ms"].items():
+                lines.append(
+                    f"| {run['pressure']}× | {stage} | {values['p50']:.1f} | {values['p95']:.1f} |"
+                )
+    return lines
+
+
+def _plot_recall(report: dict[str, Any], path: Path) -> None:
+    figure, axes = plt.subplots(figsize=(6, 4))
+    for name in STRATEGIES:
+        runs = [r for r in report["needles"] if r["strategy"] == name]
+        axes.plot(
+            [r["pressure"] for r in runs], [r["recall_at_5"] for r in runs], marker="o", label=name
+        )
+    axes.set(
+        xlabel="conversation length / context window",
+        ylabel="Recall@5 (fact in prompt)",
+        ylim=(-0.05, 1.05),
+        title="Needle recall vs window pressure",
+    )
+    axes.set_xticks(report["config"]["pressures"])
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def _plot_prompt_tokens(report: dict[str, Any], path: Path) -> None:
+    pressure = max(report["config"]["pressures"])
+    figure, axes = plt.subplots(figsize=(7, 4))
+    for run in report["needles"]:
+        if run["pressure"] == pressure:
+            axes.plot(run["prompt_tokens_by_turn"], label=run["strategy"], linewidth=1)
+    axes.set(
+        xlabel="turn",
+        ylabel="prompt tokens",
+        title=f"Prompt tokens per turn ({pressure}× the window)",
+    )
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def write_report(report: dict[str, Any], out: Path, command: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    _plot_recall(report, out / "recall_vs_pressure.png")
+    _plot_prompt_tokens(report, out / "prompt_tokens.png")
+    config = report["config"]
+    lines = [
+        "# Ebbtide evaluation",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Window {config['window']} tokens, pressures {config['pressures']}, task "
+        f"{config['task_turns']} turns, seed {config['seed']}.",
+        "",
+        "## Needle backfill and no-match guard",
+        "",
+        *needle_table(report),
+        "",
+        "## Ebbtide recall stages",
+        "",
+        *stage_table(report),
+        "",
+        "## Task continuity (constraints, changes, pending actions)",
+        "",
+        *task_table(report),
+        "",
+        "![recall](recall_vs_pressure.png)",
+        "",
+        "![prompt tokens](prompt_tokens.png)",
+        "",
+    ]
+    (out / "report.md").write_text("\n".join(lines))

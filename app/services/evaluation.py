@@ -1,0 +1,229 @@
+"""`ebbtide eval`: the seed's evaluation protocol (DESIGN §10, seeds/000 §6) against baselines.
+
+Scenarios, all deterministic from a seed and mixing Chinese and English:
+- needle backfill at 1×, 2×, 3× the window: 20 planted facts asked back in natural language
+  (9 through references), then questions about things never said (the no-match guard);
+- task continuity: constraints, changes and pending actions spread through a long chat,
+  replayed turn by turn (it covers the constraint and pending-action replays of seeds/003).
+
+Metrics per scenario and strategy: Recall@5 — the planted sentence is in the prompt sent to
+the model (for Ebbtide the recalled block holds at most 5 chunks); the same restricted to
+needles planted further back than the budget (what truncation cannot keep: its recall there
+is 0 by construction, which keeps the harness honest); constraint and open-item retention;
+prompt and injected tokens per turn; latency p50/p95 per turn and per recall stage; fallback
+rate; no-match guard rate.
+"""
+
+from __future__ import annotations
+
+import statistics
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from app.core.rerank import NO_MATCH_LINE
+from app.core.rewrite import has_reference
+from app.core.types import Message
+from app.services.baselines import Kit, Strategy, TurnOutput, budget_of
+from app.services.scenarios import NEVER_SAID, block_items, needle_scenario, task_scenario
+
+STRATEGIES = ("truncation", "compaction", "full_rag", "ebbtide")
+Factory = Callable[[str, str], Strategy]  # (strategy name, session id) -> strategy
+Progress = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    window: int = 8000
+    pressures: tuple[int, ...] = (1, 2, 3)
+    task_turns: int = 500
+    seed: int = 7
+
+    @classmethod
+    def quick(cls) -> EvalConfig:
+        return cls(window=3000, pressures=(1, 2, 3), task_turns=100)
+
+
+@dataclass
+class Series:
+    """What one strategy did over one scenario run."""
+
+    prompt_tokens: list[int] = field(default_factory=list)
+    injected_tokens: list[int] = field(default_factory=list)
+    latency_ms: list[float] = field(default_factory=list)
+    stages_ms: dict[str, list[float]] = field(default_factory=dict)
+    fallbacks: int = 0
+
+    def record(self, out: TurnOutput) -> None:
+        self.prompt_tokens.append(out.prompt_tokens)
+        self.injected_tokens.append(out.injected_tokens)
+        self.latency_ms.append(out.latency_ms)
+        self.fallbacks += out.fallback
+        for stage, ms in out.stages_ms.items():
+            self.stages_ms.setdefault(stage, []).append(ms)
+
+    def summary(self) -> dict[str, Any]:
+        turns = max(1, len(self.prompt_tokens))
+        return {
+            "turns": len(self.prompt_tokens),
+            "prompt_tokens_mean": round(statistics.fmean(self.prompt_tokens or [0]), 1),
+            "prompt_tokens_max": max(self.prompt_tokens or [0]),
+            "injected_tokens_mean": round(statistics.fmean(self.injected_tokens or [0]), 1),
+            "latency_ms": percentiles(self.latency_ms),
+            "stages_ms": {stage: percentiles(v) for stage, v in self.stages_ms.items()},
+            "fallback_rate": round(self.fallbacks / turns, 4),
+        }
+
+
+def percentiles(values: Sequence[float]) -> dict[str, float]:
+    if not values:
+        return {"p50": 0.0, "p95": 0.0}
+    ordered = sorted(values)
+    return {
+        "p50": round(ordered[len(ordered) // 2], 3),
+        "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 3),
+    }
+
+
+def prompt_text(prompt: Iterable[dict[str, Any]]) -> str:
+    return "\n".join(str(m.get("content") or "") for m in prompt)
+
+
+def _history_text(prompt: Sequence[dict[str, Any]]) -> str:
+    """The prompt without its last message (the question itself)."""
+    return prompt_text(prompt[:-1])
+
+
+@dataclass
+class NeedleRun:
+    strategy: str
+    pressure: int
+    recall_at_5: float
+    recall_far: float | None
+    far_needles: int
+    guard_rate: float
+    series: Series
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["series"] = self.series.summary()
+        data["prompt_tokens_by_turn"] = self.series.prompt_tokens
+        return data
+
+
+def _turns_for(kit: Kit, pressure: int, window: int, seed: int) -> int:
+    sample = needle_scenario(turns=40, seed=seed)
+    tokens = sum(kit.counter.count(m.content or "") for t in sample.turns for m in t) / 40
+    return max(4, round(pressure * window / tokens))
+
+
+async def run_needles(
+    kit: Kit, make: Factory, name: str, pressure: int, config: EvalConfig, progress: Progress
+) -> NeedleRun:
+    scenario = needle_scenario(
+        turns=_turns_for(kit, pressure, config.window, config.seed), seed=config.seed
+    )
+    strategy, series = make(name, f"eval-needles-{pressure}-{uuid.uuid4().hex[:8]}"), Series()
+    planted_at: dict[str, int] = {}
+    posted = 0
+    for messages in scenario.turns:
+        series.record(await strategy.turn(messages))
+        posted += sum(kit.counter.count(m.content or "") for m in messages)
+        for needle in scenario.questions:
+            if needle.fact not in planted_at and any(
+                needle.fact in (m.content or "") for m in messages
+            ):
+                planted_at[needle.fact] = posted
+        progress(1)
+    hits, far, far_hits = 0, 0, 0
+    budget = budget_of(kit, config.window)
+    for needle in scenario.questions:
+        out = await strategy.turn([Message(role="user", content=needle.question)])
+        series.record(out)
+        # Without its final stop: a summary line may quote the sentence and add "(turn 5)".
+        found = needle.fact.rstrip("。.") in _history_text(out.prompt)
+        hits += found
+        if posted - planted_at[needle.fact] > budget:
+            far, far_hits = far + 1, far_hits + found
+        progress(1)
+    guarded = 0
+    for question in NEVER_SAID:
+        out = await strategy.turn([Message(role="user", content=question)])
+        guarded += _guarded(out, question)
+        progress(1)
+    return NeedleRun(
+        strategy=name,
+        pressure=pressure,
+        recall_at_5=round(hits / len(scenario.questions), 4),
+        recall_far=round(far_hits / far, 4) if far else None,
+        far_needles=far,
+        guard_rate=round(guarded / len(NEVER_SAID), 4),
+        series=series,
+    )
+
+
+def _guarded(out: TurnOutput, question: str) -> bool:
+    """Nothing recalled was injected, and a reference question got the no-match line."""
+    injected = out.injected_tokens > 0 and NO_MATCH_LINE not in prompt_text(out.prompt)
+    recalled = bool(block_items(out.prompt)) or injected
+    told = NO_MATCH_LINE in prompt_text(out.prompt)
+    return not recalled and (told or not has_reference(question))
+
+
+@dataclass
+class TaskRun:
+    strategy: str
+    constraint_retention: float
+    open_item_retention: float
+    series: Series
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["series"] = self.series.summary()
+        return data
+
+
+async def run_task(
+    kit: Kit, make: Factory, name: str, config: EvalConfig, progress: Progress
+) -> TaskRun:
+    scenario = task_scenario(turns=config.task_turns, seed=config.seed)
+    strategy, series = make(name, f"eval-task-{uuid.uuid4().hex[:8]}"), Series()
+    kept = expected = open_kept = open_expected = 0
+    for turn, messages in enumerate(scenario.turns):
+        out = await strategy.turn(messages)
+        series.record(out)
+        text = prompt_text(out.prompt)
+        constraints, pending = scenario.active_constraints(turn), scenario.open_pending(turn)
+        kept += sum(c in text for c in constraints)
+        expected += len(constraints)
+        open_kept += sum(p in text for p in pending)
+        open_expected += len(pending)
+        progress(1)
+    return TaskRun(
+        strategy=name,
+        constraint_retention=round(kept / max(1, expected), 4),
+        open_item_retention=round(open_kept / max(1, open_expected), 4),
+        series=series,
+    )
+
+
+def total_steps(kit: Kit, config: EvalConfig) -> int:
+    per_needles = sum(
+        _turns_for(kit, p, config.window, config.seed) + 20 + len(NEVER_SAID)
+        for p in config.pressures
+    )
+    return len(STRATEGIES) * (per_needles + config.task_turns)
+
+
+async def evaluate(
+    kit: Kit, make: Factory, config: EvalConfig, progress: Progress = lambda _: None
+) -> dict[str, Any]:
+    """Every scenario for every strategy; the report as a JSON-ready dict."""
+    needles = [
+        (await run_needles(kit, make, name, pressure, config, progress)).as_dict()
+        for pressure in config.pressures
+        for name in STRATEGIES
+    ]
+    tasks = [(await run_task(kit, make, name, config, progress)).as_dict() for name in STRATEGIES]
+    return {"config": asdict(config), "needles": needles, "task": tasks}
