@@ -40,15 +40,17 @@ def needle_table(report: dict[str, Any]) -> list[str]:
 
 def task_table(report: dict[str, Any]) -> list[str]:
     lines = [
-        "| strategy | constraint retention | open-item retention | prompt tokens mean / max "
-        "| turn p50 / p95 ms |",
-        "| --- | --- | --- | --- | --- |",
+        "| strategy | constraints | open items | goal | latest done | decision names its option "
+        "| prompt tokens mean / max | turn p50 / p95 ms |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for run in report["task"]:
         series = run["series"]
         lines.append(
             f"| {run['strategy']} | {_pct(run['constraint_retention'])} "
-            f"| {_pct(run['open_item_retention'])} | {series['prompt_tokens_mean']:.0f} / "
+            f"| {_pct(run['open_item_retention'])} | {_pct(run['goal_retention'])} "
+            f"| {_pct(run['done_retention'])} | {_pct(run['reference_retention'])} "
+            f"| {series['prompt_tokens_mean']:.0f} / "
             f"{series['prompt_tokens_max']} | {series['latency_ms']['p50']:.1f} / "
             f"{series['latency_ms']['p95']:.1f} |"
         )
@@ -125,7 +127,7 @@ def write_report(report: dict[str, Any], out: Path, command: str) -> None:
         "",
         *stage_table(report),
         "",
-        "## Task continuity (constraints, changes, pending actions)",
+        "## Task continuity (retention: the share of turns whose prompt holds it)",
         "",
         *task_table(report),
         "",

@@ -176,6 +176,9 @@ class TaskRun:
     strategy: str
     constraint_retention: float
     open_item_retention: float
+    goal_retention: float
+    done_retention: float
+    reference_retention: float
     series: Series
 
     def as_dict(self) -> dict[str, Any]:
@@ -189,21 +192,30 @@ async def run_task(
 ) -> TaskRun:
     scenario = task_scenario(turns=config.task_turns, seed=config.seed)
     strategy, series = make(name, f"eval-task-{uuid.uuid4().hex[:8]}"), Series()
-    kept = expected = open_kept = open_expected = 0
+    kept: dict[str, list[bool]] = {}
     for turn, messages in enumerate(scenario.turns):
         out = await strategy.turn(messages)
         series.record(out)
         text = prompt_text(out.prompt)
-        constraints, pending = scenario.active_constraints(turn), scenario.open_pending(turn)
-        kept += sum(c in text for c in constraints)
-        expected += len(constraints)
-        open_kept += sum(p in text for p in pending)
-        open_expected += len(pending)
+        kept.setdefault("constraint", []).extend(
+            c in text for c in scenario.active_constraints(turn)
+        )
+        kept.setdefault("open", []).extend(p in text for p in scenario.open_pending(turn))
+        for kind, expected in scenario.expected_texts(turn).items():
+            kept.setdefault(kind, []).append(expected in text)
         progress(1)
+
+    def share(kind: str) -> float:
+        values = kept.get(kind, [])
+        return round(sum(values) / len(values), 4) if values else 1.0
+
     return TaskRun(
         strategy=name,
-        constraint_retention=round(kept / max(1, expected), 4),
-        open_item_retention=round(open_kept / max(1, open_expected), 4),
+        constraint_retention=share("constraint"),
+        open_item_retention=share("open"),
+        goal_retention=share("goal"),
+        done_retention=share("done"),
+        reference_retention=share("reference"),
         series=series,
     )
 

@@ -238,6 +238,14 @@ TASK_CONSTRAINTS = (
     ("必须在周五前交付", None),
     ("Always round prices to two decimals", "Change the rounding to whole dollars instead"),
 )
+TASK_GOAL = "目标是整理第三季度的库存报表"
+TASK_DONE = (
+    "I have exported the stock list for the East region",
+    "已完成华东仓的盘点报表",
+    "I have sent the summary to the finance team",
+)
+TASK_OPTIONS = "方案一：按天统计；方案二：按月汇总；方案三：实时看板"
+TASK_PICK = ("把第二个方案改成按周统计", "按月汇总")  # the decision, and what it must still name
 TASK_PENDING = (
     ("等我确认后再导出 CSV", "确认了，可以导出"),
     ("Wait for legal to confirm, then send the contract", "Confirmed, go ahead and send it"),
@@ -248,9 +256,13 @@ TASK_PENDING = (
 @dataclass(frozen=True)
 class TaskEvent:
     turn: int
-    kind: str  # "constraint" | "change" | "pending" | "confirm"
+    kind: str  # constraint | change | pending | confirm | goal | done | options | pick
     text: str
     replaces: str | None = None
+
+    @property
+    def by_assistant(self) -> bool:
+        return self.kind in ("done", "options")
 
 
 @dataclass(frozen=True)
@@ -269,6 +281,22 @@ class TaskScenario:
             elif event.kind == "change":
                 active = [c for c in active if c != event.replaces] + [event.text]
         return active
+
+    def _latest(self, kind: str, turn: int) -> TaskEvent | None:
+        return next((e for e in reversed(self.events) if e.kind == kind and e.turn <= turn), None)
+
+    def expected_texts(self, turn: int) -> dict[str, str]:
+        """What else a correct scratchpad holds after `turn`: the goal, the latest thing
+        done, and the content of the option the user's decision points at."""
+        expected = {}
+        for kind in ("goal", "done"):
+            event = self._latest(kind, turn)
+            if event is not None:
+                expected[kind] = event.text
+        pick = self._latest("pick", turn)
+        if pick is not None and pick.replaces is not None:
+            expected["reference"] = pick.replaces
+        return expected
 
     def open_pending(self, turn: int) -> list[str]:
         open_items: list[str] = []
@@ -301,21 +329,31 @@ def _task_events(turns: int) -> list[TaskEvent]:
                 turn=3 + index * gap + gap // 2, kind="confirm", text=confirm, replaces=pending
             )
         )
+    events.append(TaskEvent(turn=0, kind="goal", text=TASK_GOAL))
+    for index, done in enumerate(TASK_DONE):
+        events.append(TaskEvent(turn=10 + index * gap, kind="done", text=done))
+    events.append(TaskEvent(turn=turns // 5, kind="options", text=TASK_OPTIONS))
+    events.append(
+        TaskEvent(turn=turns // 5 + every, kind="pick", text=TASK_PICK[0], replaces=TASK_PICK[1])
+    )
     return sorted(events, key=lambda e: e.turn)
 
 
 def task_scenario(*, turns: int, seed: int = 11) -> TaskScenario:
-    """`turns` turns of small talk carrying the constraints, changes and pending actions."""
+    """`turns` turns of small talk carrying a goal, constraints and their changes, pending
+    actions and confirmations, work reported done, and a list of options with a later
+    decision that points at one by its ordinal."""
     rng = random.Random(seed)
     events = [e for e in _task_events(turns) if e.turn < turns]
-    at = {e.turn: e for e in events}
     script: list[list[Message]] = []
     for t in range(turns):
-        messages = [Message(role="assistant", content=_filler(rng, 2))] if t else []
-        text = _filler(rng, 3)
-        if t in at:
-            text = f"{text} {at[t].text}{'.' if at[t].text.isascii() else '。'}"
-        messages.append(Message(role="user", content=text))
+        said = {True: _filler(rng, 2), False: _filler(rng, 3)}
+        for event in (e for e in events if e.turn == t):
+            stop = "." if event.text.isascii() else "。"
+            joiner = "\n" if event.kind == "options" else " "
+            said[event.by_assistant] += f"{joiner}{event.text}{stop}"
+        messages = [Message(role="assistant", content=said[True])] if t else []
+        messages.append(Message(role="user", content=said[False]))
         script.append(messages)
     return TaskScenario(turns=script, events=events)
 

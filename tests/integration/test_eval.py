@@ -65,7 +65,8 @@ async def test_quick_eval_holds_the_protocols_bars(database: Database, tmp_path:
         assert needles[("truncation", pressure)]["recall_far"] in (0.0, None)
     assert ebbtide["guard_rate"] == 1.0
     task = {r["strategy"]: r for r in report["task"]}
-    assert task["ebbtide"]["constraint_retention"] == 1.0
+    for kept in ("constraint", "open_item", "goal", "done", "reference"):
+        assert task["ebbtide"][f"{kept}_retention"] == 1.0, kept
     assert task["truncation"]["constraint_retention"] < 1.0
 
     write_report(report, tmp_path, "ebbtide eval --quick")
