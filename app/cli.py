@@ -1,8 +1,9 @@
-"""`ebbtide serve | migrate | reembed | eval | openapi`."""
+"""`ebbtide serve | migrate | keys | reembed | eval | openapi`."""
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
 import signal
@@ -30,6 +31,80 @@ def _migrate(settings: Settings) -> str:
     return url
 
 
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, keys_exist: bool) -> None:
+    """Development mode (no API keys) serves loopback only: nobody else may reach it."""
+    if not keys_exist and not is_loopback(host):
+        raise SystemExit(
+            f"ebbtide: refusing to listen on {host} without API keys; create one with "
+            "`ebbtide keys create --tenant NAME`, or serve on 127.0.0.1"
+        )
+
+
+async def _keys_exist(settings: Settings, url: str) -> bool:
+    from app.services.auth import keys_exist
+    from app.store.database import Database
+
+    database = Database.connect(url, pool_size=1)
+    try:
+        return await keys_exist(_bare_context(settings, database))
+    finally:
+        await database.dispose()
+
+
+def _bare_context(settings: Settings, database: Any) -> Any:
+    """A context for commands that touch only the database (no model is loaded)."""
+    from app.providers.embedders import HashEmbedder
+    from app.providers.tokenizer import default_counter
+    from app.services.context import ServiceContext
+
+    return ServiceContext(
+        database=database, counter=default_counter(), embedder=HashEmbedder(), settings=settings
+    )
+
+
+def keys(settings: Settings, args: argparse.Namespace) -> None:
+    import asyncio
+
+    from app.services.auth import UnknownScope, create_key, revoke_key
+    from app.store.database import Database
+
+    url = _migrate(settings)
+
+    async def go() -> None:
+        database = Database.connect(url, pool_size=1)
+        ctx = _bare_context(settings, database)
+        try:
+            if args.action == "create":
+                scopes = [s.strip() for s in args.scopes.split(",") if s.strip()]
+                key = await create_key(ctx, args.tenant, scopes)
+                print(key)
+                print(
+                    f"ebbtide: key for tenant {args.tenant} with {', '.join(scopes)}; "
+                    "it is shown only once",
+                    file=sys.stderr,
+                )
+            else:
+                revoked = await revoke_key(ctx, args.key)
+                print(f"ebbtide: revoked {revoked} key(s)")
+                if not revoked:
+                    raise SystemExit(1)
+        except UnknownScope as error:
+            raise SystemExit(f"ebbtide: {error}") from error
+        finally:
+            await database.dispose()
+
+    asyncio.run(go())
+
+
 def _exit_on_sigterm(signum: int, frame: object) -> None:
     # uvicorn re-raises the signal after its graceful shutdown; exiting through SystemExit
     # (not the default kill) runs the atexit hook that stops the embedded Postgres.
@@ -37,12 +112,15 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
 
 
 def serve(settings: Settings) -> None:
+    import asyncio
+
     import uvicorn
 
     from app.main import create_app
 
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     url = _migrate(settings)
+    check_bind(settings.host, asyncio.run(_keys_exist(settings, url)))
     print(f"ebbtide: database migrated; serving on http://{settings.host}:{settings.port}")
     uvicorn.run(
         create_app(settings=settings, database_url=url),
@@ -157,6 +235,17 @@ def main(argv: list[str] | None = None) -> None:
         "reembed", help="embed chunks stored without a vector or with another model's"
     )
     again.add_argument("--session", default=None, help="only this session (default: all)")
+    key_commands = commands.add_parser("keys", help="create or revoke API keys")
+    key_actions = key_commands.add_subparsers(dest="action", required=True)
+    create = key_actions.add_parser("create", help="print a new key (shown once)")
+    create.add_argument("--tenant", required=True)
+    create.add_argument(
+        "--scopes",
+        default="memory:read,memory:write",
+        help="comma-separated: memory:read, memory:write, memory:offload, memory:forget, admin",
+    )
+    revoke = key_actions.add_parser("revoke", help="revoke a key, by the key or its prefix")
+    revoke.add_argument("key")
     evaluation = commands.add_parser("eval", help="run the evaluation against baselines")
     evaluation.add_argument("--out", type=Path, default=Path("out/eval"))
     evaluation.add_argument("--quick", action="store_true", help="small window, under 2 min")
@@ -173,6 +262,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"ebbtide: migrated {_migrate(settings).split('@')[-1]}")
     elif args.command == "reembed":
         reembed(settings, args.session)
+    elif args.command == "keys":
+        keys(settings, args)
     elif args.command == "eval":
         evaluate(settings, args)
     elif args.command == "openapi":

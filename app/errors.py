@@ -64,6 +64,18 @@ class SessionBusy(DomainError):
     code = "session_busy"
 
 
+class Unauthenticated(DomainError):
+    """No valid bearer key, while the service has keys configured."""
+
+    code = "unauthenticated"
+
+
+class Forbidden(DomainError):
+    """The key is valid but lacks the scope the operation needs."""
+
+    code = "forbidden"
+
+
 class DatabaseUnavailable(DomainError):
     code = "database_unavailable"
 

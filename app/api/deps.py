@@ -1,11 +1,18 @@
-"""Dependencies: the service context built once at start-up, and the caller's tenant."""
+"""Dependencies: the service context built once at start-up, and the caller's tenant, checked
+against the scope each route needs."""
 
 from __future__ import annotations
 
-from fastapi import Request
+from collections.abc import Awaitable, Callable
+from typing import Annotated
 
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from app.services.auth import Principal, authenticate
 from app.services.context import ServiceContext
-from app.store.models import DEFAULT_TENANT
+
+bearer = HTTPBearer(auto_error=False, description="An API key from `ebbtide keys create`.")
 
 
 def service_context(request: Request) -> ServiceContext:
@@ -13,6 +20,18 @@ def service_context(request: Request) -> ServiceContext:
     return context
 
 
-def current_tenant() -> str:
-    """Single-tenant development mode until API keys arrive (tenancy issue)."""
-    return DEFAULT_TENANT
+async def principal(
+    ctx: Annotated[ServiceContext, Depends(service_context)],
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Principal:
+    return await authenticate(ctx, credentials.credentials if credentials else None)
+
+
+def tenant_with(scope: str) -> Callable[..., Awaitable[str]]:
+    """A dependency answering the caller's tenant once the key is known to hold `scope`."""
+
+    async def tenant(caller: Annotated[Principal, Depends(principal)]) -> str:
+        caller.require(scope)
+        return caller.tenant_id
+
+    return tenant

@@ -25,6 +25,8 @@ STATUS_BY_ERROR: dict[type[errors.DomainError], int] = {
     errors.OrphanToolResult: 422,
     errors.TooManyMessages: 422,
     errors.MessageTooLarge: 413,
+    errors.Unauthenticated: 401,
+    errors.Forbidden: 403,
     errors.SessionNotFound: 404,
     errors.ChunkNotFound: 404,
     errors.IdempotencyKeyReused: 409,
@@ -36,6 +38,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": description}
     for status, description in (
         (400, "Malformed JSON"),
+        (401, "Missing or unknown API key"),
+        (403, "The key lacks the scope"),
         (404, "Unknown session or chunk"),
         (409, "Idempotency-Key reused with another body, or the session stayed busy"),
         (413, "Body or message over the size limit"),
@@ -48,6 +52,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 def error_response(status: int, code: str, message: str, details: Any = None) -> JSONResponse:
     body = {"error": {"code": code, "message": message, "details": details or {}}}
     headers = {"Retry-After": "1"} if status == 503 else None
+    if status == 401:
+        headers = {"WWW-Authenticate": "Bearer"}
     return JSONResponse(body, status_code=status, headers=headers)
 
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Path, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from app.api.deps import current_tenant, service_context
+from app.api.deps import service_context, tenant_with
 from app.api.errors import ERROR_RESPONSES, error_response
 from app.api.schemas import (
     SESSION_ID_PATTERN,
@@ -31,7 +31,8 @@ router = APIRouter()
 
 SessionId = Annotated[str, Path(pattern=SESSION_ID_PATTERN, description="Client-chosen id.")]
 Context = Annotated[ServiceContext, Depends(service_context)]
-Tenant = Annotated[str, Depends(current_tenant)]
+Reader = Annotated[str, Depends(tenant_with("memory:read"))]
+Writer = Annotated[str, Depends(tenant_with("memory:write"))]
 
 
 def _check_limits(body: TurnRequest, ctx: ServiceContext) -> None:
@@ -67,7 +68,7 @@ async def post_turn(
     session_id: SessionId,
     body: TurnRequest,
     ctx: Context,
-    tenant: Tenant,
+    tenant: Writer,
     idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
 ) -> dict[str, Any]:
     """Store this turn's messages and answer with the prompt to send to the model."""
@@ -97,7 +98,7 @@ async def post_turn(
     tags=["sessions"],
 )
 async def post_recall(
-    session_id: SessionId, body: RecallRequest, ctx: Context, tenant: Tenant
+    session_id: SessionId, body: RecallRequest, ctx: Context, tenant: Reader
 ) -> dict[str, Any]:
     """Search the session's offloaded chunks: raw text headed `[ts | turn a-b | chunk_id]`,
     capped per item and in total, or an explicit no match."""
@@ -110,7 +111,7 @@ async def post_recall(
     responses=ERROR_RESPONSES,
     tags=["sessions"],
 )
-async def get_status(session_id: SessionId, ctx: Context, tenant: Tenant) -> dict[str, Any]:
+async def get_status(session_id: SessionId, ctx: Context, tenant: Reader) -> dict[str, Any]:
     """Watermark, level, counts, notes and the last offload of a session."""
     return await session_status(ctx, tenant, session_id)
 
@@ -125,7 +126,7 @@ async def get_chunk(
     session_id: SessionId,
     chunk_id: Annotated[str, Path(max_length=40)],
     ctx: Context,
-    tenant: Tenant,
+    tenant: Reader,
 ) -> dict[str, Any]:
     """One offloaded chunk, raw, by id (oversize stubs point here)."""
     return await read_chunk(ctx, tenant, session_id, chunk_id)

@@ -64,6 +64,21 @@ class Tenant(Base):
     created_at: Mapped[datetime] = _created_at()
 
 
+class ApiKey(Base):
+    """A tenant's key, stored as a SHA-256 hash; `prefix` identifies it in listings.
+    Like `tenants`, a reference table on Citus (no session key)."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(String(64), ForeignKey("tenants.id"), index=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    scopes: Mapped[list[str]] = mapped_column(ARRAY(String(32)))
+    created_at: Mapped[datetime] = _created_at()
+    revoked_at: Mapped[datetime | None]
+
+
 class SessionRow(Base):
     __tablename__ = "sessions"
 

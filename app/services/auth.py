@@ -1,0 +1,82 @@
+"""Who is calling (DESIGN §11): bearer API keys bound to one tenant with scopes.
+
+Keys are random, shown once at creation and stored as SHA-256 hashes (a key has 192 bits of
+entropy, so a fast hash is enough). With no active key in the database the service is in
+single-tenant development mode: every caller is the `local` tenant with read and write
+scopes, and `ebbtide serve` refuses to listen anywhere but loopback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from app.errors import Forbidden, Unauthenticated
+from app.services.context import ServiceContext
+from app.store import keys as key_store
+from app.store.models import DEFAULT_TENANT
+
+SCOPES = ("memory:read", "memory:write", "memory:offload", "memory:forget", "admin")
+DEFAULT_SCOPES = ("memory:read", "memory:write")
+KEY_PREFIX = "ebt_"
+PREFIX_CHARS = 12
+
+
+class UnknownScope(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Principal:
+    tenant_id: str
+    scopes: frozenset[str]
+    development: bool = False
+
+    def require(self, scope: str) -> None:
+        if scope not in self.scopes and "admin" not in self.scopes:
+            raise Forbidden(f"this key lacks the {scope} scope", scope=scope)
+
+
+DEVELOPMENT = Principal(DEFAULT_TENANT, frozenset(DEFAULT_SCOPES), development=True)
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+async def create_key(ctx: ServiceContext, tenant_id: str, scopes: Sequence[str]) -> str:
+    """A new key for the tenant (created if new); the only time the key is visible."""
+    unknown = set(scopes) - set(SCOPES)
+    if unknown:
+        raise UnknownScope(f"unknown scopes {sorted(unknown)}; valid: {', '.join(SCOPES)}")
+    key = KEY_PREFIX + secrets.token_urlsafe(24)
+    async with ctx.database.transaction() as db:
+        await key_store.ensure_tenant(db, tenant_id)
+        await key_store.add_key(db, tenant_id, hash_key(key), key[:PREFIX_CHARS], scopes)
+    return key
+
+
+async def revoke_key(ctx: ServiceContext, key_or_prefix: str) -> int:
+    """Revokes by the key itself or by its prefix (as listed); the number revoked."""
+    target = hash_key(key_or_prefix) if len(key_or_prefix) > PREFIX_CHARS else key_or_prefix
+    async with ctx.database.transaction() as db:
+        return await key_store.revoke(db, target)
+
+
+async def keys_exist(ctx: ServiceContext) -> bool:
+    async with ctx.database.transaction() as db:
+        return await key_store.any_active_key(db)
+
+
+async def authenticate(ctx: ServiceContext, bearer: str | None) -> Principal:
+    async with ctx.database.transaction() as db:
+        if bearer is None:
+            if await key_store.any_active_key(db):
+                raise Unauthenticated("send Authorization: Bearer <key>")
+            return DEVELOPMENT
+        key = await key_store.active_key(db, hash_key(bearer))
+    if key is None:
+        raise Unauthenticated("unknown or revoked API key")
+    return Principal(key.tenant_id, frozenset(key.scopes))

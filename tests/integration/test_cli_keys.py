@@ -1,0 +1,41 @@
+"""`ebbtide keys create | revoke` against a database of its own."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from app.cli import main
+from app.settings import get_settings
+from app.store.embedded import drop_database, ensure_database
+
+
+@pytest.fixture
+def cli_database(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    name = "ebbtide_cli_keys"
+    base, query = database_url.split("?", 1)
+    server = base.rsplit("/", 1)[0]
+    admin, url = f"{server}/postgres?{query}", f"{server}/{name}?{query}"
+    drop_database(admin, name)
+    ensure_database(admin, name)
+    monkeypatch.setenv("DATABASE_URL", url)
+    get_settings.cache_clear()
+    yield url
+    get_settings.cache_clear()
+    drop_database(admin, name)
+
+
+def test_keys_are_printed_once_and_revoked_by_prefix(
+    cli_database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main(["keys", "create", "--tenant", "acme", "--scopes", "memory:read,memory:write"])
+    captured = capsys.readouterr()
+    key = captured.out.strip()
+    assert key.startswith("ebt_") and "shown only once" in captured.err
+    main(["keys", "revoke", key[:12]])
+    assert "revoked 1 key(s)" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["keys", "revoke", key[:12]])
+    with pytest.raises(SystemExit, match="unknown scopes"):
+        main(["keys", "create", "--tenant", "acme", "--scopes", "memory:all"])
