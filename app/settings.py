@@ -148,8 +148,13 @@ class LimitSettings(BaseModel):
 class DatabaseSettings(BaseModel):
     pool_size: int = Field(10, ge=1)
     turn_retries: int = Field(
-        5, ge=1, description="Re-plans of a turn when another turn of the session won the race."
+        30,
+        ge=1,
+        description="Re-plans of a turn when another replica's turn of the same "
+        "session committed first (optimistic: version check, jittered backoff).",
     )
+    retry_backoff_s: float = Field(0.01, ge=0, description="First backoff; doubles, capped.")
+    retry_backoff_max_s: float = Field(0.2, ge=0)
 
 
 class Settings(BaseSettings):

@@ -9,6 +9,8 @@ leaves the session as it was.
 
 from __future__ import annotations
 
+import asyncio
+import random
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -97,14 +99,18 @@ async def _check_replay(db: AsyncSession, inp: TurnInput) -> None:
 
 
 async def run_turn(ctx: ServiceContext, inp: TurnInput) -> dict[str, Any]:
+    """Turns of one session queue on an in-process lock; across replicas the version check
+    makes a turn that lost the race re-plan, after a jittered, growing pause."""
+    settings = ctx.settings.db
     async with ctx.locks.for_session(inp.session_id):
-        for _ in range(ctx.settings.db.turn_retries):
+        for attempt in range(settings.turn_retries):
             try:
                 return await _attempt(ctx, inp)
             except ReplayResponse as replay:
                 return replay.response
             except VersionConflict:
-                continue
+                pause = min(settings.retry_backoff_max_s, settings.retry_backoff_s * 2**attempt)
+                await asyncio.sleep(random.uniform(0, pause))
     raise SessionBusy("other turns of this session kept committing first; retry the turn")
 
 
