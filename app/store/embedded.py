@@ -39,3 +39,22 @@ def drop_database(admin_url: str, database: str) -> None:
         connection.execute(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database))
         )
+
+
+def stop_embedded(data_dir: Path) -> None:
+    """Stops the embedded server (fast shutdown); `restart_embedded` brings it back."""
+    import importlib
+
+    from pgserver.postgres_server import get_server
+
+    # pgserver generates its command wrappers at import time, so mypy cannot see them.
+    pg_ctl: Any = vars(importlib.import_module("pgserver._commands"))["pg_ctl"]
+    server: Any = get_server((data_dir / "pg").resolve(), cleanup_mode="stop")
+    pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user)
+
+
+def restart_embedded(data_dir: Path) -> None:
+    from pgserver.postgres_server import get_server
+
+    server: Any = get_server((data_dir / "pg").resolve(), cleanup_mode="stop")
+    server.ensure_postgres_running()
