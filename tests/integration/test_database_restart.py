@@ -30,8 +30,7 @@ async def own_postgres(tmp_path: Path) -> AsyncIterator[tuple[Path, Database]]:
     await asyncio.to_thread(upgrade_head, url)
     database = Database.connect(url, pool_size=2)
     yield data_dir, database
-    await database.dispose()
-    await asyncio.to_thread(stop_embedded, data_dir)
+    await database.dispose()  # pgserver stops this Postgres when the test process exits
 
 
 async def test_a_turn_during_an_outage_is_a_503_and_its_retry_lands_once(
