@@ -18,7 +18,7 @@ from app.services.context import ServiceContext
 from app.services.scenarios import replay_task, task_scenario
 from app.settings import Settings
 from app.store.database import Database
-from app.store.embedded import ensure_database, start_embedded
+from app.store.embedded import fresh_database, start_embedded
 from app.store.migrate import upgrade_head
 
 BUCKET = 100
@@ -26,8 +26,7 @@ BUCKET = 100
 
 async def main(turns: int, window: int) -> None:
     admin = start_embedded(Path(tempfile.mkdtemp(prefix="ebbtide-notes-")), database="postgres")
-    ensure_database(admin, "notes")
-    url = admin.replace("/postgres?", "/notes?")
+    url = fresh_database(admin, "notes")
     await asyncio.to_thread(upgrade_head, url)
     database = Database.connect(url)
     ctx = ServiceContext(

@@ -19,10 +19,11 @@ from app.core.ports import Embedder
 from app.providers.embedders import HashEmbedder, LocalEmbedder
 from app.providers.tokenizer import default_counter
 from app.services.context import ServiceContext
+from app.services.evaluation import percentiles
 from app.services.scenarios import NeedleResult, needle_scenario, replay_needles
 from app.settings import Settings
 from app.store.database import Database
-from app.store.embedded import drop_database, ensure_database, start_embedded
+from app.store.embedded import drop_database, fresh_database, start_embedded
 from app.store.migrate import upgrade_head
 
 # The hash embedder's cosine scale differs from e5's (see RecallSettings).
@@ -31,9 +32,7 @@ HASH_RECALL = {"auto_min_similarity": 0.5, "force_min_similarity": 0.35}
 
 async def run_one(admin: str, kind: str, seed: int, window: int, turns: int) -> list[NeedleResult]:
     name = f"measure_{kind}_{seed}"
-    drop_database(admin, name)
-    ensure_database(admin, name)
-    url = admin.replace("/postgres?", f"/{name}?")
+    url = fresh_database(admin, name)
     await asyncio.to_thread(upgrade_head, url)
     database = Database.connect(url)
     embedder: Embedder = LocalEmbedder() if kind == "local" else HashEmbedder()
@@ -50,11 +49,6 @@ async def run_one(admin: str, kind: str, seed: int, window: int, turns: int) -> 
         drop_database(admin, name)
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 async def main(window: int, turns: int, seeds: list[int]) -> None:
     admin = start_embedded(Path(tempfile.mkdtemp(prefix="ebbtide-measure-")), database="postgres")
     print(f"window {window}, {turns} turns, seeds {seeds}\n")
@@ -69,7 +63,7 @@ async def main(window: int, turns: int, seeds: list[int]) -> None:
             s: [r.timings_ms.get(f"recall_{s}", 0.0) for r in results]
             for s in ("embed", "search", "rerank")
         }
-        cells = [f"{percentile(v, 0.5):.1f} / {percentile(v, 0.95):.1f}" for v in stages.values()]
+        cells = ["{p50:.1f} / {p95:.1f}".format(**percentiles(v)) for v in stages.values()]
         print(
             f"| {kind} | {sum(r.top1 for r in results) / len(results):.2f} "
             f"| {sum(r.in_block for r in results) / len(results):.2f} | {' | '.join(cells)} "

@@ -18,7 +18,7 @@ from app.providers.tokenizer import default_counter
 from app.services.context import ServiceContext
 from app.settings import Settings
 from app.store.database import Database, async_url
-from app.store.embedded import drop_database, ensure_database, start_embedded
+from app.store.embedded import drop_database, fresh_database, start_embedded
 from app.store.migrate import upgrade_head
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -30,9 +30,7 @@ def database_url() -> Iterator[str]:
     data_dir = Path(os.environ.get("EBBTIDE_TEST_DATA_DIR", PROJECT_ROOT / ".ebbtide-test"))
     admin_url = start_embedded(data_dir, database="postgres")
     name = f"ebbtide_test_{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
-    drop_database(admin_url, name)
-    ensure_database(admin_url, name)
-    url = admin_url.replace("/postgres?", f"/{name}?")
+    url = fresh_database(admin_url, name)
     upgrade_head(url)
     yield url
     drop_database(admin_url, name)

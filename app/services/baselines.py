@@ -29,10 +29,8 @@ from app.core.ports import Embedder, EmbedderUnavailable, TokenCounter
 from app.core.tokens import PROMPT_OVERHEAD, count_message, count_text_block
 from app.core.types import Message
 from app.services.context import ServiceContext
-from app.services.turn_plan import TurnInput
-from app.services.turns import run_turn
+from app.services.scenarios import post
 from app.settings import Settings
-from app.store.models import DEFAULT_TENANT
 
 
 @dataclass(frozen=True)
@@ -235,15 +233,7 @@ class EbbtideInProcess:
 
     async def turn(self, messages: Sequence[Message]) -> TurnOutput:
         started = time.perf_counter()
-        response = await run_turn(
-            self.ctx,
-            TurnInput(
-                session_id=self.session_id,
-                tenant_id=DEFAULT_TENANT,
-                messages=list(messages),
-                context_window=self.window,
-            ),
-        )
+        response = await post(self.ctx, self.session_id, list(messages), context_window=self.window)
         return _ebbtide_output(response, started)
 
 

@@ -163,6 +163,18 @@ def needle_scenario(*, turns: int, seed: int = 7, sentences_per_message: int = 5
     return Scenario(turns=script, questions=questions)
 
 
+async def post(
+    ctx: ServiceContext, session_id: str, messages: list[Message], **turn_fields: Any
+) -> dict[str, Any]:
+    """One turn of a scenario through the real pipeline, as the development tenant."""
+    return await run_turn(
+        ctx,
+        TurnInput(
+            session_id=session_id, tenant_id=DEFAULT_TENANT, messages=messages, **turn_fields
+        ),
+    )
+
+
 @dataclass(frozen=True)
 class NeedleResult:
     needle: Needle
@@ -194,21 +206,11 @@ async def replay_needles(
 ) -> list[NeedleResult]:
     """Posts the scenario through the real turn pipeline and asks every question."""
     for messages in scenario.turns:
-        await run_turn(
-            ctx,
-            TurnInput(
-                session_id=session_id, tenant_id=DEFAULT_TENANT, messages=messages, **turn_fields
-            ),
-        )
+        await post(ctx, session_id, messages, **turn_fields)
     results = []
     for needle in scenario.questions:
         question = Message(role="user", content=needle.question)
-        response = await run_turn(
-            ctx,
-            TurnInput(
-                session_id=session_id, tenant_id=DEFAULT_TENANT, messages=[question], **turn_fields
-            ),
-        )
+        response = await post(ctx, session_id, [question], **turn_fields)
         items = block_items(response["messages"])
         hits = sorted(response["recall"]["hits"], key=lambda hit: -hit["score"])
         best = items.get(hits[0]["chunk_id"], "") if hits else ""
@@ -375,12 +377,7 @@ async def replay_task(
     which of the constraints and open pending actions a correct scratchpad holds are in it."""
     checks = []
     for turn, messages in enumerate(scenario.turns):
-        response = await run_turn(
-            ctx,
-            TurnInput(
-                session_id=session_id, tenant_id=DEFAULT_TENANT, messages=messages, **turn_fields
-            ),
-        )
+        response = await post(ctx, session_id, messages, **turn_fields)
         notes = response["notes"]
         if not notes["updated"]:
             continue

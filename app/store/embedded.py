@@ -16,13 +16,23 @@ def start_embedded(data_dir: Path, *, database: str = APP_DATABASE) -> str:
     """Starts (or joins) the embedded server under `data_dir/pg` and returns a URL to
     `database`, creating the database on first use. The server stops when the last process
     that started it exits."""
-    from pgserver.postgres_server import get_server  # only the embedded mode needs it
-
-    pgdata = (data_dir / "pg").resolve()
-    pgdata.parent.mkdir(parents=True, exist_ok=True)
-    server: Any = get_server(pgdata, cleanup_mode="stop")
+    server = _server(data_dir)
     ensure_database(server.get_uri(), database)
     return str(server.get_uri(database))
+
+
+def url_of_database(server_url: str, database: str) -> str:
+    """The URL of another database on the same server (host, port, socket kept)."""
+    base, _, query = server_url.partition("?")
+    url = f"{base.rsplit('/', 1)[0]}/{database}"
+    return f"{url}?{query}" if query else url
+
+
+def fresh_database(server_url: str, database: str) -> str:
+    """Drops and recreates `database` on the server; its URL (not yet migrated)."""
+    drop_database(server_url, database)
+    ensure_database(server_url, database)
+    return url_of_database(server_url, database)
 
 
 def ensure_database(admin_url: str, database: str) -> None:
@@ -41,20 +51,23 @@ def drop_database(admin_url: str, database: str) -> None:
         )
 
 
+def _server(data_dir: Path) -> Any:
+    from pgserver.postgres_server import get_server  # only the embedded mode needs it
+
+    pgdata = (data_dir / "pg").resolve()
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    return get_server(pgdata, cleanup_mode="stop")
+
+
 def stop_embedded(data_dir: Path) -> None:
     """Stops the embedded server (fast shutdown); `restart_embedded` brings it back."""
     import importlib
 
-    from pgserver.postgres_server import get_server
-
     # pgserver generates its command wrappers at import time, so mypy cannot see them.
     pg_ctl: Any = vars(importlib.import_module("pgserver._commands"))["pg_ctl"]
-    server: Any = get_server((data_dir / "pg").resolve(), cleanup_mode="stop")
+    server = _server(data_dir)
     pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user)
 
 
 def restart_embedded(data_dir: Path) -> None:
-    from pgserver.postgres_server import get_server
-
-    server: Any = get_server((data_dir / "pg").resolve(), cleanup_mode="stop")
-    server.ensure_postgres_running()
+    _server(data_dir).ensure_postgres_running()

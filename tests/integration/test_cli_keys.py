@@ -8,17 +8,14 @@ import pytest
 
 from app.cli import main
 from app.settings import get_settings
-from app.store.embedded import drop_database, ensure_database
+from app.store.embedded import drop_database, fresh_database, url_of_database
 
 
 @pytest.fixture
 def cli_database(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     name = "ebbtide_cli_keys"
-    base, query = database_url.split("?", 1)
-    server = base.rsplit("/", 1)[0]
-    admin, url = f"{server}/postgres?{query}", f"{server}/{name}?{query}"
-    drop_database(admin, name)
-    ensure_database(admin, name)
+    admin = url_of_database(database_url, "postgres")
+    url = fresh_database(admin, name)
     monkeypatch.setenv("DATABASE_URL", url)
     get_settings.cache_clear()
     yield url
