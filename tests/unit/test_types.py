@@ -36,12 +36,3 @@ def test_fields_provider_sdks_add_to_replies_are_accepted_and_dropped() -> None:
         {"role": "assistant", "content": "ok", "refusal": None, "annotations": []}
     )
     assert reply.to_openai() == {"role": "assistant", "content": "ok"}
-
-
-def test_the_url_of_another_database_keeps_the_server_part() -> None:
-    from app.store.embedded import url_of_database
-
-    assert url_of_database("postgresql://u:@/postgres?host=/tmp/pg", "other") == (
-        "postgresql://u:@/other?host=/tmp/pg"
-    )
-    assert url_of_database("postgresql://u@db:5432/ebbtide", "x") == "postgresql://u@db:5432/x"
