@@ -32,14 +32,13 @@ class UnknownScope(ValueError):
 class Principal:
     tenant_id: str
     scopes: frozenset[str]
-    development: bool = False
 
     def require(self, scope: str) -> None:
         if scope not in self.scopes and "admin" not in self.scopes:
             raise Forbidden(f"this key lacks the {scope} scope", scope=scope)
 
 
-DEVELOPMENT = Principal(DEFAULT_TENANT, frozenset(DEFAULT_SCOPES), development=True)
+DEVELOPMENT = Principal(DEFAULT_TENANT, frozenset(DEFAULT_SCOPES))
 
 
 def hash_key(key: str) -> str:

@@ -72,7 +72,6 @@ class Snapshot:
     """The session as read before planning (`exists` False for a session's first turn)."""
 
     exists: bool
-    tenant_id: str
     version: int = 0
     turn_count: int = 0
     next_seq: int = 1

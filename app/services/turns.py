@@ -50,7 +50,7 @@ async def load_snapshot(ctx: ServiceContext, inp: TurnInput) -> Snapshot:
     async with ctx.database.transaction() as db:
         row = await session_store.get_session(db, inp.session_id)
         if row is None:
-            return Snapshot(exists=False, tenant_id=inp.tenant_id)
+            return Snapshot(exists=False)
         if row.tenant_id != inp.tenant_id:
             raise SessionNotFound("no such session", session_id=inp.session_id)
         if inp.idempotency_key:
@@ -61,7 +61,6 @@ async def load_snapshot(ctx: ServiceContext, inp: TurnInput) -> Snapshot:
         facts = await fact_store.current_facts(db, inp.session_id)
     return Snapshot(
         exists=True,
-        tenant_id=row.tenant_id,
         version=row.version,
         turn_count=row.turn_count,
         next_seq=row.next_seq,

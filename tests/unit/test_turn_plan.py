@@ -17,7 +17,7 @@ from tests.builders import T0, assistant, make_window_message, tool, user, words
 
 COUNTER = WhitespaceCounter()
 SETTINGS = Settings(database_url="postgresql://unused")
-NEW = Snapshot(exists=False, tenant_id="local")
+NEW = Snapshot(exists=False)
 
 
 def make_input(*messages: Message, **fields: Any) -> TurnInput:
@@ -28,7 +28,6 @@ def existing(**overrides: Any) -> Snapshot:
     """A session that already had a turn, on gpt-4o unless overridden."""
     values: dict[str, Any] = {
         "exists": True,
-        "tenant_id": "local",
         "turn_count": 1,
         "next_seq": 2,
         "model": "gpt-4o",
