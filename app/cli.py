@@ -1,4 +1,4 @@
-"""`ebbtide serve | migrate | keys | reembed | eval | openapi`."""
+"""`ebbtide serve | migrate | keys | reembed | eval | encryption | purge | openapi`."""
 
 from __future__ import annotations
 
@@ -62,47 +62,85 @@ async def _keys_exist(settings: Settings, url: str) -> bool:
 
 def _bare_context(settings: Settings, database: Any) -> Any:
     """A context for commands that touch only the database (no model is loaded)."""
+    from app.main import configure_encryption
     from app.providers.embedders import HashEmbedder
     from app.providers.tokenizer import default_counter
     from app.services.context import ServiceContext
 
+    configure_encryption(settings)
     return ServiceContext(
         database=database, counter=default_counter(), embedder=HashEmbedder(), settings=settings
     )
 
 
-def keys(settings: Settings, args: argparse.Namespace) -> None:
+def _with_database(settings: Settings, use: Any) -> Any:
+    """Migrates, runs `use(ctx)` on a database-only context, disposes the engine."""
     import asyncio
 
-    from app.services.auth import UnknownScope, create_key, revoke_key
     from app.store.database import Database
 
     url = _migrate(settings)
 
-    async def go() -> None:
+    async def go() -> Any:
         database = Database.connect(url, pool_size=1)
-        ctx = _bare_context(settings, database)
         try:
-            if args.action == "create":
-                scopes = [s.strip() for s in args.scopes.split(",") if s.strip()]
-                key = await create_key(ctx, args.tenant, scopes)
-                print(key)
-                print(
-                    f"ebbtide: key for tenant {args.tenant} with {', '.join(scopes)}; "
-                    "it is shown only once",
-                    file=sys.stderr,
-                )
-            else:
-                revoked = await revoke_key(ctx, args.key)
-                print(f"ebbtide: revoked {revoked} key(s)")
-                if not revoked:
-                    raise SystemExit(1)
-        except UnknownScope as error:
-            raise SystemExit(f"ebbtide: {error}") from error
+            return await use(_bare_context(settings, database))
         finally:
             await database.dispose()
 
-    asyncio.run(go())
+    return asyncio.run(go())
+
+
+def encryption(settings: Settings, args: argparse.Namespace) -> None:
+    from app.services.maintenance import reseal_all
+    from app.store.sealing import new_key
+
+    if args.action == "new-key":
+        print(new_key())
+        return
+    keys = settings.encryption.key_list()
+    report = _with_database(settings, reseal_all)
+    rows = ", ".join(f"{table} {count}" for table, count in report.rows_by_table.items())
+    state = f"under key 1 of {len(keys)}" if keys else "as plain text (no key configured)"
+    print(f"ebbtide: rewrote rows {state}: {rows}")
+    print(f"ebbtide: rebuilt the lexical index of {report.chunks_reindexed} chunks")
+
+
+def purge(settings: Settings, args: argparse.Namespace) -> None:
+    from app.services.maintenance import purge_expired
+
+    days = args.older_than_days if args.older_than_days is not None else settings.retention.days
+    if days is None:
+        raise SystemExit(
+            "ebbtide: no retention period; set EBBTIDE_RETENTION__DAYS or pass --older-than-days"
+        )
+    purged = _with_database(settings, lambda ctx: purge_expired(ctx, days))
+    print(f"ebbtide: purged {purged} sessions idle for more than {days:g} days")
+
+
+def keys(settings: Settings, args: argparse.Namespace) -> None:
+    from app.services.auth import UnknownScope, create_key, revoke_key
+
+    async def go(ctx: Any) -> None:
+        if args.action == "create":
+            scopes = [s.strip() for s in args.scopes.split(",") if s.strip()]
+            key = await create_key(ctx, args.tenant, scopes)
+            print(key)
+            print(
+                f"ebbtide: key for tenant {args.tenant} with {', '.join(scopes)}; "
+                "it is shown only once",
+                file=sys.stderr,
+            )
+        else:
+            revoked = await revoke_key(ctx, args.key)
+            print(f"ebbtide: revoked {revoked} key(s)")
+            if not revoked:
+                raise SystemExit(1)
+
+    try:
+        _with_database(settings, go)
+    except UnknownScope as error:
+        raise SystemExit(f"ebbtide: {error}") from error
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
@@ -252,6 +290,18 @@ def main(argv: list[str] | None = None) -> None:
     evaluation.add_argument("--url", default=None, help="a running server instead of in-process")
     evaluation.add_argument("--api-key", default=None)
     evaluation.add_argument("--seed", type=int, default=None)
+    sealing = commands.add_parser("encryption", help="encryption at rest of conversation text")
+    sealing_actions = sealing.add_subparsers(dest="action", required=True)
+    sealing_actions.add_parser("new-key", help="print a new Fernet key")
+    sealing_actions.add_parser(
+        "rotate",
+        help="re-encrypt every row with the first key of EBBTIDE_ENCRYPTION__KEYS "
+        "(also encrypts rows written before encryption was on)",
+    )
+    purging = commands.add_parser("purge", help="delete sessions idle past the retention period")
+    purging.add_argument(
+        "--older-than-days", type=float, default=None, help="default: EBBTIDE_RETENTION__DAYS"
+    )
     openapi = commands.add_parser("openapi", help="write the OpenAPI schema")
     openapi.add_argument("--out", type=Path, default=Path("openapi/openapi.json"))
     args = parser.parse_args(argv)
@@ -266,6 +316,10 @@ def main(argv: list[str] | None = None) -> None:
         keys(settings, args)
     elif args.command == "eval":
         evaluate(settings, args)
+    elif args.command == "encryption":
+        encryption(settings, args)
+    elif args.command == "purge":
+        purge(settings, args)
     elif args.command == "openapi":
         write_openapi(args.out)
 

@@ -44,6 +44,12 @@ class MessageTooLarge(DomainError):
     code = "message_too_large"
 
 
+class OverLimit(DomainError):
+    """A request parameter asks for more than the service's configured limit allows."""
+
+    code = "over_limit"
+
+
 class SessionNotFound(DomainError):
     code = "session_not_found"
 
@@ -90,3 +96,21 @@ class InvalidWindow(DomainError):
     """The reserve leaves no room: reserve_tokens must be smaller than context_window."""
 
     code = "invalid_window"
+
+
+class InvalidEncryptionKey(DomainError):
+    """A configured encryption key is not a Fernet key."""
+
+    code = "invalid_encryption_key"
+
+
+class EncryptionKeyMissing(DomainError):
+    """Stored text is encrypted and the service has no key configured."""
+
+    code = "encryption_key_missing"
+
+
+class EncryptionKeyRejected(DomainError):
+    """Stored text was encrypted with a key that is no longer configured."""
+
+    code = "encryption_key_rejected"

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 
 from fastapi import FastAPI
 
@@ -15,9 +16,11 @@ from app.providers.llm import OpenAIChatModel
 from app.providers.reranker import HttpReranker
 from app.providers.tokenizer import default_counter
 from app.services.context import ServiceContext
+from app.services.maintenance import purge_periodically
 from app.settings import Settings, get_settings
 from app.store.database import Database
 from app.store.models import EMBEDDING_DIMENSION
+from app.store.sealing import sealer_for, use_sealer
 
 
 class MissingSetting(RuntimeError):
@@ -70,7 +73,13 @@ def build_reranker(settings: Settings) -> Reranker | None:
     return HttpReranker(config.base_url, timeout_s=config.timeout_s)
 
 
+def configure_encryption(settings: Settings) -> None:
+    """Installs the process's encryption keys (app/store/sealing.py); none: plain text."""
+    use_sealer(sealer_for(settings.encryption.key_list()))
+
+
 def build_context(settings: Settings, database_url: str) -> ServiceContext:
+    configure_encryption(settings)
     return ServiceContext(
         database=Database.connect(database_url, pool_size=settings.db.pool_size),
         counter=default_counter(),
@@ -101,9 +110,18 @@ def create_app(
             app.state.context = build_context(settings, url)
         else:
             app.state.context = context
+        purger = (
+            asyncio.create_task(purge_periodically(app.state.context))
+            if owned and settings.retention.days is not None
+            else None
+        )
         try:
             yield
         finally:
+            if purger is not None:
+                purger.cancel()
+                with suppress(asyncio.CancelledError):
+                    await purger
             if owned:
                 await app.state.context.aclose()
 

@@ -17,3 +17,6 @@ WATERMARK = Histogram(
     buckets=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.65, 0.7, 0.8, 0.9, 0.95, 1.0, 1.2),
 )
 TURN_SECONDS = Histogram("ebbtide_turn_seconds", "Server time spent on one turn.")
+SESSIONS_PURGED = Counter(
+    "ebbtide_sessions_purged_total", "Sessions deleted by the retention purge."
+)

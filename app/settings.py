@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -143,6 +143,31 @@ class LimitSettings(BaseModel):
     max_messages_per_turn: int = Field(64, ge=1)
     max_message_chars: int = Field(1_000_000, ge=1)
     max_session_id_chars: int = Field(128, ge=1)
+    max_top_k: int = Field(20, ge=1, description="`top_k` a recall request may ask for.")
+    max_recall_budget_tokens: int = Field(
+        4000, ge=1, description="`budget_tokens` a recall request may ask for."
+    )
+
+
+class EncryptionSettings(BaseModel):
+    """Encryption at rest of conversation text (app/store/sealing.py)."""
+
+    keys: SecretStr = Field(
+        SecretStr(""),
+        description="Comma-separated Fernet keys, newest first: the first encrypts, any "
+        "decrypts. Empty: text is stored as it is.",
+    )
+
+    def key_list(self) -> list[str]:
+        return [key.strip() for key in self.keys.get_secret_value().split(",") if key.strip()]
+
+
+class RetentionSettings(BaseModel):
+    """Sessions idle longer than `days` are deleted with everything they hold."""
+
+    days: float | None = Field(None, gt=0, description="None keeps sessions forever.")
+    interval_s: float = Field(3600.0, gt=0, description="How often the server purges.")
+    batch_size: int = Field(100, ge=1, description="Sessions deleted per transaction.")
 
 
 class DatabaseSettings(BaseModel):
@@ -178,6 +203,8 @@ class Settings(BaseSettings):
     notes: NotesSettings = NotesSettings()
     llm: LlmSettings = LlmSettings()
     limits: LimitSettings = LimitSettings()
+    encryption: EncryptionSettings = EncryptionSettings()
+    retention: RetentionSettings = RetentionSettings()
     db: DatabaseSettings = DatabaseSettings()
 
 

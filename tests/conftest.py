@@ -16,9 +16,9 @@ from app.main import create_app
 from app.providers.fakes import CountingEmbedder
 from app.providers.tokenizer import default_counter
 from app.services.context import ServiceContext
-from app.settings import Settings
+from app.settings import Settings, get_settings
 from app.store.database import Database, async_url
-from app.store.embedded import drop_database, fresh_database, start_embedded
+from app.store.embedded import drop_database, fresh_database, start_embedded, url_of_database
 from app.store.migrate import upgrade_head
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -88,3 +88,16 @@ async def client(ctx: ServiceContext) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://ebbtide.test") as client:
         yield client
+
+
+@pytest.fixture
+def cli_database(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """An empty database of its own for CLI commands (they commit), dropped afterwards."""
+    name = f"ebbtide_cli_{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
+    admin = url_of_database(database_url, "postgres")
+    url = fresh_database(admin, name)
+    monkeypatch.setenv("DATABASE_URL", url)
+    get_settings.cache_clear()
+    yield url
+    get_settings.cache_clear()
+    drop_database(admin, name)

@@ -24,6 +24,7 @@ STATUS_BY_ERROR: dict[type[errors.DomainError], int] = {
     errors.InvalidTurn: 422,
     errors.OrphanToolResult: 422,
     errors.TooManyMessages: 422,
+    errors.OverLimit: 422,
     errors.MessageTooLarge: 413,
     errors.Unauthenticated: 401,
     errors.Forbidden: 403,
@@ -32,6 +33,9 @@ STATUS_BY_ERROR: dict[type[errors.DomainError], int] = {
     errors.IdempotencyKeyReused: 409,
     errors.SessionBusy: 409,
     errors.DatabaseUnavailable: 503,
+    # The server cannot read what it stored: its configuration, not the request, is wrong.
+    errors.EncryptionKeyMissing: 500,
+    errors.EncryptionKeyRejected: 500,
 }
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {

@@ -20,7 +20,7 @@ from app.api.schemas import (
     TurnRequest,
     TurnResponse,
 )
-from app.errors import MessageTooLarge, TooManyMessages
+from app.errors import MessageTooLarge, OverLimit, TooManyMessages
 from app.services.context import ServiceContext
 from app.services.recall import recall_query
 from app.services.sessions import read_chunk, session_status
@@ -51,6 +51,16 @@ def _check_limits(body: TurnRequest, ctx: ServiceContext) -> None:
                 field=f"messages[{index}].content",
                 limit=limits.max_message_chars,
             )
+
+
+def _check_recall_limits(body: RecallRequest, ctx: ServiceContext) -> None:
+    limits = ctx.settings.limits
+    for field, value, limit in (
+        ("top_k", body.top_k, limits.max_top_k),
+        ("budget_tokens", body.budget_tokens, limits.max_recall_budget_tokens),
+    ):
+        if value is not None and value > limit:
+            raise OverLimit(f"{field} is at most {limit}", field=field, limit=limit, got=value)
 
 
 def _request_hash(body: TurnRequest) -> str:
@@ -102,7 +112,10 @@ async def post_recall(
 ) -> dict[str, Any]:
     """Search the session's offloaded chunks: raw text headed `[ts | turn a-b | chunk_id]`,
     capped per item and in total, or an explicit no match."""
-    return await recall_query(ctx, tenant, session_id, body.query, body.top_k)
+    _check_recall_limits(body, ctx)
+    return await recall_query(
+        ctx, tenant, session_id, body.query, body.top_k, budget_tokens=body.budget_tokens
+    )
 
 
 @router.get(

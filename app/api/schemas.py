@@ -94,7 +94,12 @@ class RecallRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(min_length=1, max_length=4000)
-    top_k: int | None = Field(None, ge=1, le=50)
+    top_k: int | None = Field(
+        None, ge=1, description="Items at most (default: the recall setting; capped by a limit)."
+    )
+    budget_tokens: int | None = Field(
+        None, ge=1, description="Tokens of raw text at most (default: B; capped by a limit)."
+    )
 
 
 class RecallResult(RecallHit):

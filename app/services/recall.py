@@ -205,7 +205,13 @@ def _ms_since(mark: float) -> float:
 
 
 async def recall_query(
-    ctx: ServiceContext, tenant_id: str, session_id: str, text: str, top_k: int | None
+    ctx: ServiceContext,
+    tenant_id: str,
+    session_id: str,
+    text: str,
+    top_k: int | None,
+    *,
+    budget_tokens: int | None = None,
 ) -> dict[str, Any]:
     """`POST /sessions/{id}/recall`: an explicit search, never gated, within k and B."""
     async with ctx.database.transaction() as db:
@@ -218,7 +224,7 @@ async def recall_query(
         session_id,
         query,
         top_k=top_k or settings.top_k,
-        budget_tokens=settings.budget_tokens,
+        budget_tokens=budget_tokens or settings.budget_tokens,
         gated=False,
         window_seqs=in_window,
     )

@@ -55,7 +55,11 @@ async def session_status(ctx: ServiceContext, tenant_id: str, session_id: str) -
         row = await owned_session(db, tenant_id, session_id)
         counts = await session_store.counts(db, session_id)
         notes = await session_store.notes_for(db, session_id)
-        last_offload = await event_store.last_offload_event(db, session_id)
+        last_offload = (
+            await event_store.turn_event(db, session_id, row.last_offload_turn)
+            if row.last_offload_turn is not None
+            else None
+        )
         facts = await fact_store.current_facts(db, session_id)
     return {
         "session_id": row.id,

@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.types import ChunkDraft
 from app.store.models import ChunkRow
+from app.store.sealing import blind_terms
 
 
 async def insert_chunks(
@@ -37,7 +38,7 @@ async def insert_chunks(
                 embedding=vector,
                 embedding_model=embedding_model if vector is not None else None,
                 needs_embedding=vector is None,
-                lexical=func.array_to_tsvector(list(draft.lexical_terms)),
+                lexical=func.array_to_tsvector(blind_terms(draft.lexical_terms)),
                 content_hash=draft.content_hash,
             )
         )
@@ -79,4 +80,15 @@ async def set_embedding(
         update(ChunkRow)
         .where(ChunkRow.session_id == session_id, ChunkRow.id == chunk_id)
         .values(embedding=vector, embedding_model=model, needs_embedding=False)
+    )
+
+
+async def set_lexical_terms(
+    db: AsyncSession, session_id: str, chunk_id: str, terms: Sequence[str]
+) -> None:
+    """Rewrites a chunk's lexical index (after the index key changed)."""
+    await db.execute(
+        update(ChunkRow)
+        .where(ChunkRow.session_id == session_id, ChunkRow.id == chunk_id)
+        .values(lexical=func.array_to_tsvector(blind_terms(terms)))
     )

@@ -30,14 +30,11 @@ async def save_idempotent(
     await db.flush()
 
 
-async def last_offload_event(db: AsyncSession, session_id: str) -> EventRow | None:
+async def turn_event(db: AsyncSession, session_id: str, turn: int) -> EventRow | None:
+    """The event the given turn wrote (payloads may be sealed, so they are never queried)."""
     result = await db.execute(
         select(EventRow)
-        .where(
-            EventRow.session_id == session_id,
-            EventRow.kind == "turn",
-            EventRow.payload.contains({"offload": {"triggered": True}}),
-        )
+        .where(EventRow.session_id == session_id, EventRow.kind == "turn", EventRow.turn == turn)
         .order_by(EventRow.id.desc())
         .limit(1)
     )

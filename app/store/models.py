@@ -20,11 +20,12 @@ from sqlalchemy import (
     Integer,
     MetaData,
     String,
-    Text,
     func,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from app.store.sealing import SealedJson, SealedText
 
 EMBEDDING_DIMENSION = 384
 DEFAULT_TENANT = "local"
@@ -90,8 +91,8 @@ class SessionRow(Base):
     model: Mapped[str | None] = mapped_column(String(256))
     context_window: Mapped[int | None] = mapped_column(Integer)
     reserve_tokens: Mapped[int | None] = mapped_column(Integer)
-    system_prompt: Mapped[str | None] = mapped_column(Text)
-    tools: Mapped[list[Any] | None] = mapped_column(JSONB)
+    system_prompt: Mapped[str | None] = mapped_column(SealedText)
+    tools: Mapped[list[Any] | None] = mapped_column(SealedJson)
     c0_tokens: Mapped[int] = mapped_column(Integer, default=0)
     policy: Mapped[dict[str, Any]] = mapped_column(default=dict)
     calibration_ratio: Mapped[float] = mapped_column(Float, default=1.0)
@@ -113,9 +114,9 @@ class MessageRow(Base):
     seq: Mapped[int] = mapped_column(Integer, primary_key=True)
     turn: Mapped[int] = mapped_column(Integer)
     role: Mapped[str] = mapped_column(String(16))
-    content: Mapped[str | None] = mapped_column(Text)
+    content: Mapped[str | None] = mapped_column(SealedText)
     name: Mapped[str | None] = mapped_column(String(256))
-    tool_calls: Mapped[list[Any] | None] = mapped_column(JSONB)
+    tool_calls: Mapped[list[Any] | None] = mapped_column(SealedJson)
     tool_call_id: Mapped[str | None] = mapped_column(String(256))
     tokens: Mapped[int] = mapped_column(Integer)
     state: Mapped[str] = mapped_column(String(16))
@@ -147,9 +148,9 @@ class ChunkRow(Base):
     roles: Mapped[list[str]] = mapped_column(ARRAY(String(16)))
     first_ts: Mapped[datetime]
     last_ts: Mapped[datetime]
-    raw_text: Mapped[str] = mapped_column(Text)
+    raw_text: Mapped[str] = mapped_column(SealedText)
     tokens: Mapped[int] = mapped_column(Integer)
-    summary_hint: Mapped[str] = mapped_column(Text)
+    summary_hint: Mapped[str] = mapped_column(SealedText)
     embedding: Mapped[list[float] | None] = mapped_column(Vector(EMBEDDING_DIMENSION))
     embedding_model: Mapped[str | None] = mapped_column(String(128))
     needs_embedding: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -164,8 +165,8 @@ class NoteRow(Base):
     __tablename__ = "notes"
 
     session_id: Mapped[str] = _session_fk()
-    body: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    rendered: Mapped[str] = mapped_column(Text, default="")
+    body: Mapped[dict[str, Any]] = mapped_column(SealedJson, default=dict)
+    rendered: Mapped[str] = mapped_column(SealedText, default="")
     tokens: Mapped[int] = mapped_column(Integer, default=0)
     needs_rebuild: Mapped[bool] = mapped_column(Boolean, default=False)
     updated_at: Mapped[datetime] = mapped_column(server_default=func.now(), onupdate=func.now())
@@ -180,7 +181,7 @@ class FactRow(Base):
     session_id: Mapped[str] = _session_fk()
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
     kind: Mapped[str] = mapped_column(String(32))
-    text: Mapped[str] = mapped_column(Text)
+    text: Mapped[str] = mapped_column(SealedText)
     source_turn: Mapped[int] = mapped_column(Integer)
     source_seq: Mapped[int | None] = mapped_column(Integer)
     role: Mapped[str] = mapped_column(String(16), server_default="user")
@@ -199,7 +200,7 @@ class EventRow(Base):
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
     turn: Mapped[int | None] = mapped_column(Integer)
     kind: Mapped[str] = mapped_column(String(32))
-    payload: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    payload: Mapped[dict[str, Any]] = mapped_column(SealedJson, default=dict)
     created_at: Mapped[datetime] = _created_at()
 
 
@@ -211,5 +212,5 @@ class IdempotencyRow(Base):
     session_id: Mapped[str] = _session_fk()
     key: Mapped[str] = mapped_column(String(256), primary_key=True)
     request_hash: Mapped[str] = mapped_column(String(64))
-    response: Mapped[dict[str, Any]]
+    response: Mapped[dict[str, Any]] = mapped_column(SealedJson)
     created_at: Mapped[datetime] = _created_at()

@@ -9,6 +9,7 @@ from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.store.models import ChunkRow
+from app.store.sealing import blind_terms
 
 
 def _vector_query(
@@ -54,7 +55,7 @@ async def lexical_candidates(
     """The session's chunks holding any of the terms, best `ts_rank` first."""
     if not terms:
         return []
-    query = cast(literal(tsquery_any(terms)), TSQUERY)
+    query = cast(literal(tsquery_any(blind_terms(terms))), TSQUERY)
     statement = (
         select(ChunkRow)
         .where(ChunkRow.session_id == session_id, ChunkRow.lexical.bool_op("@@")(query))

@@ -177,3 +177,19 @@ async def test_an_over_size_body_is_a_413_and_writes_nothing(
     )
     assert_error_body(streamed, 413, "body_too_large")
     assert all(rows == [] for rows in (await session_rows(connection, "big")).values())
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "limit"), [("top_k", 21, 20), ("budget_tokens", 4001, 4000)]
+)
+async def test_recall_over_a_limit_is_a_422_naming_the_limit(
+    client: httpx.AsyncClient, connection: AsyncConnection, field: str, value: int, limit: int
+) -> None:
+    await client.post("/sessions/r/turn", json=turn_body(user("first"), model="gpt-4o"))
+    before = await session_rows(connection, "r")
+    response = await client.post("/sessions/r/recall", json={"query": "first", field: value})
+    assert_error_body(response, 422, "over_limit")
+    assert response.json()["error"]["details"] == {"field": field, "limit": limit, "got": value}
+    at_limit = await client.post("/sessions/r/recall", json={"query": "first", field: limit})
+    assert at_limit.status_code == 200
+    assert await session_rows(connection, "r") == before

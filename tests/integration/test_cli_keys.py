@@ -2,25 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from app.cli import main
-from app.settings import get_settings
-from app.store.embedded import drop_database, fresh_database, url_of_database
-
-
-@pytest.fixture
-def cli_database(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    name = "ebbtide_cli_keys"
-    admin = url_of_database(database_url, "postgres")
-    url = fresh_database(admin, name)
-    monkeypatch.setenv("DATABASE_URL", url)
-    get_settings.cache_clear()
-    yield url
-    get_settings.cache_clear()
-    drop_database(admin, name)
 
 
 def test_keys_are_printed_once_and_revoked_by_prefix(

@@ -1,0 +1,94 @@
+"""Whole-table maintenance: re-sealing every row under the current key, purging old sessions.
+Each function does one bounded batch; the caller commits between batches."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Column, Table, and_, delete, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.store.models import Base, ChunkRow, SessionRow
+from app.store.sealing import SealedJson, SealedText
+
+
+@dataclass(frozen=True)
+class SealedTable:
+    table: Table
+    key: tuple[Column[Any], ...]
+    columns: tuple[Column[Any], ...]
+
+
+def sealed_tables() -> list[SealedTable]:
+    """Every table with a sealed column, found from the models (a new one cannot be missed)."""
+    found = []
+    for table in Base.metadata.sorted_tables:
+        columns = tuple(c for c in table.columns if isinstance(c.type, SealedText | SealedJson))
+        if columns:
+            found.append(SealedTable(table, tuple(table.primary_key.columns), columns))
+    return found
+
+
+def _after(key: Sequence[Any], last: Sequence[Any]) -> Any:
+    """Rows whose primary key sorts after `last` (lexicographic over the key's columns)."""
+    clauses = []
+    for i, column in enumerate(key):
+        equal_prefix = [key[j] == last[j] for j in range(i)]
+        clauses.append(and_(*equal_prefix, column > last[i]))
+    return or_(*clauses)
+
+
+async def reseal_batch(
+    db: AsyncSession, target: SealedTable, after: Sequence[Any] | None, limit: int
+) -> tuple[int, tuple[Any, ...] | None]:
+    """Reads up to `limit` rows (opened with any configured key) and writes them back (sealed
+    with the first key, or plain without keys). Returns the count and the last key read."""
+    statement = select(*target.key, *target.columns).order_by(*target.key).limit(limit)
+    if after is not None:
+        statement = statement.where(_after(target.key, after))
+    rows = (await db.execute(statement)).all()
+    width = len(target.key)
+    for row in rows:
+        key, values = row[:width], row[width:]
+        await db.execute(
+            update(target.table)
+            .where(*(column == value for column, value in zip(target.key, key, strict=True)))
+            .values({c.name: v for c, v in zip(target.columns, values, strict=True)})
+        )
+    return len(rows), (tuple(rows[-1][:width]) if rows else None)
+
+
+async def chunk_texts(
+    db: AsyncSession, after: tuple[str, str] | None, limit: int
+) -> list[tuple[str, str, str]]:
+    """(session_id, chunk_id, raw_text) in key order, for rebuilding the lexical index."""
+    statement = (
+        select(ChunkRow.session_id, ChunkRow.id, ChunkRow.raw_text)
+        .order_by(ChunkRow.session_id, ChunkRow.id)
+        .limit(limit)
+    )
+    if after is not None:
+        statement = statement.where(_after((ChunkRow.session_id, ChunkRow.id), after))
+    return [(r[0], r[1], r[2]) for r in (await db.execute(statement)).all()]
+
+
+async def expired_sessions(db: AsyncSession, idle_before: datetime, limit: int) -> list[str]:
+    result = await db.execute(
+        select(SessionRow.id)
+        .where(SessionRow.updated_at < idle_before)
+        .order_by(SessionRow.updated_at)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    return list(result.scalars())
+
+
+async def delete_sessions(db: AsyncSession, session_ids: Sequence[str]) -> int:
+    """Deletes the sessions; every table's rows go with them (ON DELETE CASCADE)."""
+    if not session_ids:
+        return 0
+    result = await db.execute(delete(SessionRow).where(SessionRow.id.in_(session_ids)))
+    return int(getattr(result, "rowcount", 0))
