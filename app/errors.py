@@ -50,6 +50,28 @@ class OverLimit(DomainError):
     code = "over_limit"
 
 
+class RememberTooLong(DomainError):
+    code = "remember_too_long"
+
+
+class RateLimited(DomainError):
+    """Too many calls in the window; `details.retry_after_s` says when to try again."""
+
+    code = "rate_limited"
+
+
+class InvalidForget(DomainError):
+    """A forget call must name a chunk, a turn range or a pending id to confirm."""
+
+    code = "invalid_forget"
+
+
+class ForgetRequestNotFound(DomainError):
+    """No pending forget with that id in this session (never made, done, or expired)."""
+
+    code = "forget_request_not_found"
+
+
 class SessionNotFound(DomainError):
     code = "session_not_found"
 

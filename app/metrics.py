@@ -20,3 +20,5 @@ TURN_SECONDS = Histogram("ebbtide_turn_seconds", "Server time spent on one turn.
 SESSIONS_PURGED = Counter(
     "ebbtide_sessions_purged_total", "Sessions deleted by the retention purge."
 )
+REMEMBERED = Counter("ebbtide_remembered_total", "Points stored through remember.")
+FORGOTTEN_CHUNKS = Counter("ebbtide_forgotten_chunks_total", "Chunks deleted by confirmed forgets.")

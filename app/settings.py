@@ -125,6 +125,17 @@ class RecallSettings(BaseModel):
     embed_timeout_s: float = Field(5.0, gt=0)
 
 
+class MemoryToolSettings(BaseModel):
+    """The `memory` tool and `POST /sessions/{id}/remember` (seed §5)."""
+
+    remember_max_chars: int = Field(1000, ge=1)
+    remember_per_minute: int = Field(10, ge=1, description="Per session.")
+    duplicate_similarity: float = Field(
+        0.95, ge=-1, le=1, description="A remember this close to a stored chunk is a duplicate."
+    )
+    forget_ttl_s: float = Field(900.0, gt=0, description="A pending forget expires after this.")
+
+
 class NotesSettings(BaseModel):
     cap_tokens: int = Field(400, ge=50, description="The scratchpad block never exceeds this.")
 
@@ -201,6 +212,7 @@ class Settings(BaseSettings):
     recall: RecallSettings = RecallSettings()
     reranker: RerankerSettings = RerankerSettings()
     notes: NotesSettings = NotesSettings()
+    memory: MemoryToolSettings = MemoryToolSettings()
     llm: LlmSettings = LlmSettings()
     limits: LimitSettings = LimitSettings()
     encryption: EncryptionSettings = EncryptionSettings()

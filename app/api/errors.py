@@ -16,6 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import errors
 from app.api.schemas import ErrorBody
+from app.core.memory_tool import MemoryType
 
 STATUS_BY_ERROR: dict[type[errors.DomainError], int] = {
     errors.UnknownModel: 422,
@@ -26,6 +27,10 @@ STATUS_BY_ERROR: dict[type[errors.DomainError], int] = {
     errors.TooManyMessages: 422,
     errors.OverLimit: 422,
     errors.MessageTooLarge: 413,
+    errors.RememberTooLong: 413,
+    errors.RateLimited: 429,
+    errors.InvalidForget: 422,
+    errors.ForgetRequestNotFound: 404,
     errors.Unauthenticated: 401,
     errors.Forbidden: 403,
     errors.SessionNotFound: 404,
@@ -47,6 +52,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (404, "Unknown session or chunk"),
         (409, "Idempotency-Key reused with another body, or the session stayed busy"),
         (413, "Body or message over the size limit"),
+        (429, "Rate limit reached; retry after details.retry_after_s seconds"),
         (422, "Invalid request"),
         (503, "Database unavailable; retry with the same Idempotency-Key"),
     )
@@ -56,6 +62,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 def error_response(status: int, code: str, message: str, details: Any = None) -> JSONResponse:
     body = {"error": {"code": code, "message": message, "details": details or {}}}
     headers = {"Retry-After": "1"} if status == 503 else None
+    if status == 429:
+        headers = {"Retry-After": str((details or {}).get("retry_after_s", 1))}
     if status == 401:
         headers = {"WWW-Authenticate": "Bearer"}
     return JSONResponse(body, status_code=status, headers=headers)
@@ -87,6 +95,15 @@ async def _validation_error(_: Request, error: Exception) -> JSONResponse:
     if any(item.get("type") == "json_invalid" for item in error.errors()):
         return error_response(
             400, "malformed_json", "the body is not valid JSON", {"problems": problems}
+        )
+    tags = [item for item in error.errors() if item.get("type", "").startswith("union_tag_")]
+    if tags:
+        valid = ", ".join(t.value for t in MemoryType)
+        return error_response(
+            422,
+            "unknown_type",
+            f"type must be one of: {valid}",
+            {"problems": problems, "valid_types": [t.value for t in MemoryType]},
         )
     first = problems[0] if problems else {"field": "body", "problem": "invalid"}
     return error_response(

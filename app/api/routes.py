@@ -9,19 +9,27 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Path, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from app.api.deps import service_context, tenant_with
+from app.api.deps import principal, service_context, tenant_with
 from app.api.errors import ERROR_RESPONSES, error_response
 from app.api.schemas import (
     SESSION_ID_PATTERN,
     ChunkView,
+    MemoryCall,
+    MemoryResponse,
     RecallRequest,
     RecallResponse,
+    RememberRequest,
+    RememberResponse,
     StatusView,
+    ToolDefinitions,
     TurnRequest,
     TurnResponse,
 )
-from app.errors import MessageTooLarge, OverLimit, TooManyMessages
+from app.errors import MessageTooLarge, TooManyMessages
+from app.services.auth import Principal
 from app.services.context import ServiceContext
+from app.services.memory import remember
+from app.services.memory_tool import call_memory, definitions
 from app.services.recall import recall_query
 from app.services.sessions import read_chunk, session_status
 from app.services.turn_plan import TurnInput
@@ -33,6 +41,7 @@ SessionId = Annotated[str, Path(pattern=SESSION_ID_PATTERN, description="Client-
 Context = Annotated[ServiceContext, Depends(service_context)]
 Reader = Annotated[str, Depends(tenant_with("memory:read"))]
 Writer = Annotated[str, Depends(tenant_with("memory:write"))]
+Caller = Annotated[Principal, Depends(principal)]
 
 
 def _check_limits(body: TurnRequest, ctx: ServiceContext) -> None:
@@ -51,16 +60,6 @@ def _check_limits(body: TurnRequest, ctx: ServiceContext) -> None:
                 field=f"messages[{index}].content",
                 limit=limits.max_message_chars,
             )
-
-
-def _check_recall_limits(body: RecallRequest, ctx: ServiceContext) -> None:
-    limits = ctx.settings.limits
-    for field, value, limit in (
-        ("top_k", body.top_k, limits.max_top_k),
-        ("budget_tokens", body.budget_tokens, limits.max_recall_budget_tokens),
-    ):
-        if value is not None and value > limit:
-            raise OverLimit(f"{field} is at most {limit}", field=field, limit=limit, got=value)
 
 
 def _request_hash(body: TurnRequest) -> str:
@@ -112,7 +111,6 @@ async def post_recall(
 ) -> dict[str, Any]:
     """Search the session's offloaded chunks: raw text headed `[ts | turn a-b | chunk_id]`,
     capped per item and in total, or an explicit no match."""
-    _check_recall_limits(body, ctx)
     return await recall_query(
         ctx, tenant, session_id, body.query, body.top_k, budget_tokens=body.budget_tokens
     )
@@ -163,3 +161,38 @@ async def readyz(ctx: Context) -> Any:
 async def metrics() -> Response:
     """Prometheus metrics."""
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.post(
+    "/sessions/{session_id}/memory",
+    response_model=MemoryResponse,
+    responses=ERROR_RESPONSES,
+    tags=["memory"],
+)
+async def post_memory(
+    session_id: SessionId, body: MemoryCall, ctx: Context, caller: Caller
+) -> dict[str, Any]:
+    """The model-callable memory tool: `{"type": "help|recall|remember|status|offload|forget"}`.
+    `offload` and `forget` need their own scopes; `forget` is two-step (request, confirm)."""
+    return await call_memory(ctx, caller, session_id, body.model_dump())
+
+
+@router.post(
+    "/sessions/{session_id}/remember",
+    response_model=RememberResponse,
+    responses=ERROR_RESPONSES,
+    tags=["memory"],
+)
+async def post_remember(
+    session_id: SessionId, body: RememberRequest, ctx: Context, tenant: Writer
+) -> dict[str, Any]:
+    """The memory tool's `remember`: one short point, length- and rate-limited, stored once."""
+    return await remember(ctx, tenant, session_id, body.text, body.tags)
+
+
+@router.get(
+    "/tools/memory", response_model=ToolDefinitions, responses=ERROR_RESPONSES, tags=["memory"]
+)
+async def get_memory_tool(caller: Caller) -> dict[str, Any]:
+    """The tool definition, OpenAI and Anthropic forms, with only the types this key may call."""
+    return definitions(caller)

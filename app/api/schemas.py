@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -112,6 +112,10 @@ class RecallResponse(BaseModel):
     results: list[RecallResult] = Field(description="In time order; empty means no match.")
     no_match: bool
     message: str | None = Field(description='"no match" when nothing was found.')
+    already_in_context: list[str] = Field(
+        default_factory=list,
+        description="Matching chunks left out because the latest turn already injected them.",
+    )
     fallback: str | None
     timings_ms: dict[str, float]
 
@@ -191,3 +195,78 @@ class ErrorDetail(BaseModel):
 
 class ErrorBody(BaseModel):
     error: ErrorDetail
+
+
+# --- the memory tool (DESIGN §6) ----------------------------------------------------------------
+
+Tags = list[Annotated[str, Field(min_length=1, max_length=64)]]
+
+
+class _MemoryCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MemoryHelp(_MemoryCall):
+    type: Literal["help"]
+
+
+class MemoryRecall(_MemoryCall):
+    type: Literal["recall"]
+    query: str = Field(min_length=1, max_length=4000)
+    top_k: int | None = Field(None, ge=1, description="Items at most (capped by a limit).")
+
+
+class RememberRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(
+        min_length=1, max_length=100_000, description="The point (length-limited by a setting)."
+    )
+    tags: Tags = Field(default_factory=list, max_length=16)
+
+
+class MemoryRemember(RememberRequest):
+    type: Literal["remember"]
+
+
+class MemoryStatus(_MemoryCall):
+    type: Literal["status"]
+
+
+class MemoryOffload(_MemoryCall):
+    type: Literal["offload"]
+    until_tokens: int | None = Field(None, ge=0, le=100_000_000)
+
+
+class MemoryForget(_MemoryCall):
+    type: Literal["forget"]
+    chunk_id: str | None = Field(None, min_length=1, max_length=40)
+    turn_start: int | None = Field(None, ge=1)
+    turn_end: int | None = Field(None, ge=1)
+    confirm: str | None = Field(
+        None, min_length=1, max_length=40, description="A pending id to carry out."
+    )
+
+
+MemoryCall = Annotated[
+    MemoryHelp | MemoryRecall | MemoryRemember | MemoryStatus | MemoryOffload | MemoryForget,
+    Field(discriminator="type"),
+]
+
+
+class MemoryResponse(BaseModel):
+    type: str
+    text: str = Field(description="The result written for the model: put it in the tool message.")
+    result: dict[str, Any] = Field(description="The same result as structured data.")
+
+
+class RememberResponse(BaseModel):
+    chunk_id: str
+    duplicate: bool = Field(description="Already stored: nothing was written.")
+    facts: list[str] = Field(description="Kinds of the facts stored with it.")
+
+
+class ToolDefinitions(BaseModel):
+    types: list[str] = Field(description="The types this key may call.")
+    openai: dict[str, Any] = Field(description="Chat Completions `tools` entry.")
+    anthropic: dict[str, Any] = Field(description="Messages API `tools` entry.")

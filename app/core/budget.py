@@ -126,15 +126,24 @@ def _floor_start(units: Sequence[Unit], policy: Policy) -> int:
 
 
 def plan_offload(
-    units: Sequence[Unit], prompt_tokens: int, budget: Budget, policy: Policy
+    units: Sequence[Unit],
+    prompt_tokens: int,
+    budget: Budget,
+    policy: Policy,
+    target_tokens: int | None = None,
 ) -> OffloadPlan:
     """Chooses the oldest units to move so the prompt lands at or below the target.
 
     `units` are the window's units oldest first; `prompt_tokens` is the whole prompt now.
+    `target_tokens` is a manual offload: asked for on purpose, it may move what the floor
+    would keep; pinned units (the current turn) stay either way.
     """
     target = budget.line(policy.target_ratio)
-    offload_line = budget.line(policy.offload_ratio)
     floor_start = _floor_start(units, policy)
+    if target_tokens is not None:
+        target = min(target, target_tokens)
+        floor_start = len(units)
+    offload_line = budget.line(policy.offload_ratio)
     chosen: list[Unit] = []
     remaining = prompt_tokens
     floor_yielded = False

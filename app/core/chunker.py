@@ -109,9 +109,37 @@ def _draft(
         raw_text=raw_text,
         tokens=tokens,
         summary_hint=_summary_hint(messages),
-        content_hash=hashlib.sha256(raw_text.encode()).hexdigest(),
+        content_hash=content_hash(raw_text),
         lexical_terms=distinct_terms(raw_text),
     )
+
+
+REMEMBER_SEQ = 0  # a remembered point is no posted message; seq 0 is never a message's
+
+
+def remember_draft(
+    chunk_id: str, text: str, tokens: int, turn: int, now: datetime, role: str
+) -> ChunkDraft:
+    """A chunk for a point stored through `remember`, dated to the session's latest turn."""
+    return ChunkDraft(
+        id=chunk_id,
+        kind=ChunkKind.REMEMBER,
+        seqs=(REMEMBER_SEQ,),
+        turn_start=turn,
+        turn_end=turn,
+        roles=(role,),
+        first_ts=now,
+        last_ts=now,
+        raw_text=text,
+        tokens=tokens,
+        summary_hint=text[:SUMMARY_HINT_CHARS],
+        content_hash=content_hash(text),
+        lexical_terms=distinct_terms(text),
+    )
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def unit_text(unit: Sequence[WindowMessage]) -> str:

@@ -244,7 +244,12 @@ def pack(
 
 def item_header(candidate: Candidate) -> str:
     ts = candidate.first_ts.isoformat(timespec="seconds")
-    return f"[{ts} | turn {candidate.turn_start}-{candidate.turn_end} | {candidate.chunk_id}]"
+    return header(ts, candidate.turn_start, candidate.turn_end, candidate.chunk_id)
+
+
+def header(ts: str, turn_start: int, turn_end: int, chunk_id: str) -> str:
+    """`[ts | turn a-b | chunk_id]`: where a recalled item came from (seed §5.2)."""
+    return f"[{ts} | turn {turn_start}-{turn_end} | {chunk_id}]"
 
 
 def format_block(items: Sequence[Injected]) -> str:

@@ -79,6 +79,7 @@ class WindowMessage:
 class ChunkKind(StrEnum):
     OFFLOAD = "offload"
     OVERSIZE = "oversize"
+    REMEMBER = "remember"  # written on purpose through the memory tool, not offloaded
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ class UnknownScope(ValueError):
 class Principal:
     tenant_id: str
     scopes: frozenset[str]
+    key_prefix: str = "development"  # names the caller in audit events, never the key
 
     def require(self, scope: str) -> None:
         if scope not in self.scopes and "admin" not in self.scopes:
@@ -78,4 +79,4 @@ async def authenticate(ctx: ServiceContext, bearer: str | None) -> Principal:
         key = await key_store.active_key(db, hash_key(bearer))
     if key is None:
         raise Unauthenticated("unknown or revoked API key")
-    return Principal(key.tenant_id, frozenset(key.scopes))
+    return Principal(key.tenant_id, frozenset(key.scopes), key.prefix)

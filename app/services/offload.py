@@ -46,7 +46,9 @@ def topic_policy(ctx: ServiceContext) -> TopicPolicy:
     )
 
 
-async def _embed_passages(ctx: ServiceContext, texts: list[str]) -> list[list[float]] | None:
+async def embed_passages(ctx: ServiceContext, texts: list[str]) -> list[list[float]] | None:
+    """Passage vectors, or None when the embedder is down or slow (chunks are then written
+    without vectors and re-embedded later)."""
     if not texts:
         return []
     settings = ctx.settings.embedder
@@ -62,7 +64,7 @@ async def _embed_passages(ctx: ServiceContext, texts: list[str]) -> list[list[fl
 async def build_batch(ctx: ServiceContext, plan: TurnPlan) -> OffloadBatch:
     units = plan.offload_units
     texts = [d.raw_text for d in plan.oversize_drafts] + [unit_text(u) for u in units]
-    vectors = await _embed_passages(ctx, texts)
+    vectors = await embed_passages(ctx, texts)
     split = len(plan.oversize_drafts)
     oversize = [
         FreshChunk(draft, vectors[i] if vectors is not None else None)

@@ -20,8 +20,11 @@ from app.core.ports import EmbedderUnavailable, RerankerUnavailable
 from app.core.rerank import Candidate, Injected, ScoredHit
 from app.core.rewrite import RewrittenQuery, rewrite
 from app.core.types import ChunkDraft
+from app.errors import OverLimit
 from app.services.context import ServiceContext
 from app.services.sessions import owned_session
+from app.settings import Settings
+from app.store import events as event_store
 from app.store import recall as recall_store
 from app.store import sessions as session_store
 from app.store.models import ChunkRow
@@ -45,6 +48,7 @@ class Retrieval:
     considered: list[ScoredHit]
     fallback: str | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
+    already_in_context: list[str] = field(default_factory=list)  # excluded hits, best first
 
     def hits_report(self) -> list[dict[str, Any]]:
         return [
@@ -154,9 +158,12 @@ async def retrieve(
     gated: bool,
     window_seqs: Collection[int] = (),
     fresh: Sequence[FreshChunk] = (),
+    exclude_ids: Collection[str] = (),
 ) -> Retrieval:
     """The packed items for `query`. `gated`: auto mode without a reference word, where a hit
-    needs the higher similarity threshold or an entity match (see `core.rerank`)."""
+    needs the higher similarity threshold or an entity match (see `core.rerank`).
+    `exclude_ids`: chunks the caller already has in its context; they are reported in
+    `already_in_context` when they match, never returned twice."""
     settings = ctx.settings.recall
     timings: dict[str, float] = {}
     mark = time.perf_counter()
@@ -180,6 +187,8 @@ async def retrieve(
     similarity = settings.auto_min_similarity if gated else settings.force_min_similarity
     share = settings.auto_min_share if gated else settings.force_min_share
     hits = [h for h in hits if rerank.is_evidence(h, min_similarity=similarity, min_share=share)]
+    excluded = [h.candidate.chunk_id for h in hits if h.candidate.chunk_id in exclude_ids]
+    hits = [h for h in hits if h.candidate.chunk_id not in exclude_ids]
     hits, rerank_fallback = await _rerank(ctx, query, hits)
     items = rerank.pack(
         hits,
@@ -192,7 +201,13 @@ async def retrieve(
     )
     timings["rerank"] = _ms_since(mark)
     fallback = EMBEDDER_UNAVAILABLE if qvec is None else rerank_fallback
-    return Retrieval(items=items, considered=hits, fallback=fallback, timings_ms=timings)
+    return Retrieval(
+        items=items,
+        considered=hits,
+        fallback=fallback,
+        timings_ms=timings,
+        already_in_context=excluded,
+    )
 
 
 def focus_terms(query: RewrittenQuery) -> list[str]:
@@ -204,6 +219,16 @@ def _ms_since(mark: float) -> float:
     return round((time.perf_counter() - mark) * 1000, 3)
 
 
+def check_recall_limits(settings: Settings, top_k: int | None, budget_tokens: int | None) -> None:
+    limits = settings.limits
+    for name, value, limit in (
+        ("top_k", top_k, limits.max_top_k),
+        ("budget_tokens", budget_tokens, limits.max_recall_budget_tokens),
+    ):
+        if value is not None and value > limit:
+            raise OverLimit(f"{name} is at most {limit}", field=name, limit=limit, got=value)
+
+
 async def recall_query(
     ctx: ServiceContext,
     tenant_id: str,
@@ -212,11 +237,15 @@ async def recall_query(
     top_k: int | None,
     *,
     budget_tokens: int | None = None,
+    skip_injected: bool = False,
 ) -> dict[str, Any]:
-    """`POST /sessions/{id}/recall`: an explicit search, never gated, within k and B."""
+    """An explicit search, never gated, within k and B. `skip_injected` (the memory tool):
+    chunks the session's latest turn already put in the prompt are not returned again."""
+    check_recall_limits(ctx.settings, top_k, budget_tokens)
     async with ctx.database.transaction() as db:
-        await owned_session(db, tenant_id, session_id)
+        row = await owned_session(db, tenant_id, session_id)
         in_window = await session_store.window_seqs(db, session_id)
+        injected = await event_store.injected_chunk_ids(db, session_id, row.turn_count)
     query = rewrite(text)
     settings = ctx.settings.recall
     found = await retrieve(
@@ -227,6 +256,7 @@ async def recall_query(
         budget_tokens=budget_tokens or settings.budget_tokens,
         gated=False,
         window_seqs=in_window,
+        exclude_ids=injected if skip_injected else (),
     )
     results = [
         {**report, "text": item.text}
@@ -237,7 +267,16 @@ async def recall_query(
         "query_rewritten": query.text,
         "results": results,
         "no_match": not results,
-        "message": "no match" if not results else None,
+        "message": _recall_message(results, found.already_in_context),
+        "already_in_context": found.already_in_context,
         "fallback": found.fallback,
         "timings_ms": found.timings_ms,
     }
+
+
+def _recall_message(results: list[dict[str, Any]], already: list[str]) -> str | None:
+    if results:
+        return None
+    if already:
+        return "no match beyond what is already in your context: " + ", ".join(already)
+    return "no match"

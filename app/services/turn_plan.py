@@ -85,6 +85,7 @@ class Snapshot:
     calibration_ratio: float = 1.0
     last_prompt_estimate: int | None = None
     last_offload_turn: int | None = None
+    offload_until_tokens: int | None = None  # a manual offload asked through the memory tool
     window: Sequence[WindowMessage] = ()
     notes_text: str | None = None
     notes_tokens: int = 0
@@ -298,10 +299,11 @@ def plan_turn(
     cooling = policy_math.in_cooldown(turn, snap.last_offload_turn, config.policy)
     chosen: list[list[WindowMessage]] = []
     floor_yielded = False
-    if policy_math.should_offload(level, cooling):
+    manual = snap.offload_until_tokens
+    if manual is not None or policy_math.should_offload(level, cooling):
         groups = group_units(window)
         units = [as_budget_unit(group, turn, ratio) for group in groups]
-        offload = policy_math.plan_offload(units, usage, config.budget, config.policy)
+        offload = policy_math.plan_offload(units, usage, config.budget, config.policy, manual)
         chosen = groups[: len(offload.units)]
         floor_yielded = offload.floor_yielded
     moved = {m.seq for unit in chosen for m in unit}

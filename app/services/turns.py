@@ -74,6 +74,7 @@ async def load_snapshot(ctx: ServiceContext, inp: TurnInput) -> Snapshot:
         calibration_ratio=row.calibration_ratio,
         last_prompt_estimate=row.last_prompt_estimate,
         last_offload_turn=row.last_offload_turn,
+        offload_until_tokens=row.offload_until_tokens,
         window=window,
         notes_text=notes.rendered if notes and notes.rendered else None,
         notes_tokens=notes.tokens if notes else 0,
@@ -361,6 +362,7 @@ def _update_session_row(row: SessionRow, outcome: Outcome) -> None:
     row.last_prompt_estimate = outcome.estimate_sent
     if plan.offloaded:
         row.last_offload_turn = plan.turn
+    row.offload_until_tokens = None  # a manual offload is carried out by one turn
 
 
 def record_metrics(response: dict[str, Any]) -> None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
-from sqlalchemy import exists, func, select, update
+from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.types import ChunkDraft
@@ -92,3 +93,72 @@ async def set_lexical_terms(
         .where(ChunkRow.session_id == session_id, ChunkRow.id == chunk_id)
         .values(lexical=func.array_to_tsvector(blind_terms(terms)))
     )
+
+
+async def chunk_with_hash(db: AsyncSession, session_id: str, content_hash: str) -> str | None:
+    """The id of a chunk of the session with exactly this text, if any."""
+    return await db.scalar(
+        select(ChunkRow.id)
+        .where(ChunkRow.session_id == session_id, ChunkRow.content_hash == content_hash)
+        .limit(1)
+    )
+
+
+async def count_since(db: AsyncSession, session_id: str, kind: str, since: datetime) -> int:
+    return int(
+        await db.scalar(
+            select(func.count())
+            .select_from(ChunkRow)
+            .where(
+                ChunkRow.session_id == session_id,
+                ChunkRow.kind == kind,
+                ChunkRow.created_at >= since,
+            )
+        )
+        or 0
+    )
+
+
+async def oldest_since(db: AsyncSession, session_id: str, kind: str, since: datetime) -> datetime:
+    """When the oldest chunk of `kind` written after `since` was written."""
+    value = await db.scalar(
+        select(func.min(ChunkRow.created_at)).where(
+            ChunkRow.session_id == session_id, ChunkRow.kind == kind, ChunkRow.created_at >= since
+        )
+    )
+    return value or since
+
+
+async def chunks_by_id(
+    db: AsyncSession, session_id: str, chunk_ids: Sequence[str]
+) -> list[ChunkRow]:
+    result = await db.execute(
+        select(ChunkRow)
+        .where(ChunkRow.session_id == session_id, ChunkRow.id.in_(chunk_ids))
+        .order_by(ChunkRow.turn_start, ChunkRow.id)
+    )
+    return list(result.scalars())
+
+
+async def chunks_in_turns(
+    db: AsyncSession, session_id: str, turn_start: int, turn_end: int
+) -> list[ChunkRow]:
+    """Chunks overlapping the turn range (a chunk goes whole or not at all)."""
+    result = await db.execute(
+        select(ChunkRow)
+        .where(
+            ChunkRow.session_id == session_id,
+            ChunkRow.turn_start <= turn_end,
+            ChunkRow.turn_end >= turn_start,
+        )
+        .order_by(ChunkRow.turn_start, ChunkRow.id)
+    )
+    return list(result.scalars())
+
+
+async def delete_chunks(db: AsyncSession, session_id: str, chunk_ids: Sequence[str]) -> int:
+    """Deletes the rows, their vectors and lexical terms with them."""
+    result = await db.execute(
+        delete(ChunkRow).where(ChunkRow.session_id == session_id, ChunkRow.id.in_(chunk_ids))
+    )
+    return int(getattr(result, "rowcount", 0))

@@ -39,3 +39,11 @@ async def turn_event(db: AsyncSession, session_id: str, turn: int) -> EventRow |
         .limit(1)
     )
     return result.scalar_one_or_none()
+
+
+async def injected_chunk_ids(db: AsyncSession, session_id: str, turn: int) -> list[str]:
+    """The chunks the given turn's recall put in the prompt."""
+    event = await turn_event(db, session_id, turn) if turn else None
+    if event is None:
+        return []
+    return list(event.payload.get("recall", {}).get("recall_ids", []))

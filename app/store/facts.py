@@ -107,3 +107,10 @@ async def save_notes(
     await db.execute(
         statement.on_conflict_do_update(index_elements=[NoteRow.session_id], set_=values)
     )
+
+
+async def mark_notes_stale(db: AsyncSession, session_id: str) -> None:
+    """The next turn renders the notes again (a fact arrived outside a turn)."""
+    await db.execute(
+        update(NoteRow).where(NoteRow.session_id == session_id).values(needs_rebuild=True)
+    )

@@ -98,6 +98,8 @@ class SessionRow(Base):
     calibration_ratio: Mapped[float] = mapped_column(Float, default=1.0)
     last_prompt_estimate: Mapped[int | None] = mapped_column(Integer)
     last_offload_turn: Mapped[int | None] = mapped_column(Integer)
+    # A manual offload (memory tool `offload`) that the session's next turn carries out.
+    offload_until_tokens: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = _created_at()
     updated_at: Mapped[datetime] = mapped_column(server_default=func.now(), onupdate=func.now())
 
@@ -129,6 +131,7 @@ class ChunkRow(Base):
     __tablename__ = "chunks"
     __table_args__ = (
         Index(None, "session_id", "turn_start"),
+        Index(None, "session_id", "kind", "created_at"),  # the `remember` rate limit
         Index(
             "ix_chunks_embedding_hnsw",
             "embedding",
@@ -214,3 +217,17 @@ class IdempotencyRow(Base):
     request_hash: Mapped[str] = mapped_column(String(64))
     response: Mapped[dict[str, Any]] = mapped_column(SealedJson)
     created_at: Mapped[datetime] = _created_at()
+
+
+class ForgetRequest(Base):
+    """A pending `forget`: what it would delete, until someone with the scope confirms.
+    It holds chunk ids only, never content."""
+
+    __tablename__ = "forget_requests"
+
+    session_id: Mapped[str] = _session_fk()
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    chunk_ids: Mapped[list[str]] = mapped_column(ARRAY(String(40)))
+    requested_by: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = _created_at()
+    expires_at: Mapped[datetime]

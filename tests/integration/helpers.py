@@ -7,7 +7,16 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-TABLES = ("sessions", "messages", "chunks", "notes", "facts", "events", "idempotency")
+TABLES = (
+    "sessions",
+    "messages",
+    "chunks",
+    "notes",
+    "facts",
+    "events",
+    "idempotency",
+    "forget_requests",
+)
 KEY = {"sessions": "id"}
 
 

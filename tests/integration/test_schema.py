@@ -52,6 +52,7 @@ async def test_every_table_but_tenants_carries_the_session_key(
         "facts",
         "events",
         "idempotency",
+        "forget_requests",
     }
     for table, names in columns.items():
         if table not in {"tenants", "api_keys", "sessions"}:  # reference tables and the key

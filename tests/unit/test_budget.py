@@ -108,6 +108,13 @@ def test_floor_stays_when_keeping_it_lands_below_the_offload_line() -> None:
     assert not plan.floor_yielded
 
 
+def test_a_manual_offload_goes_to_its_target_past_the_floor() -> None:
+    window = units(1_600, 1_750, 1_750, 1_750, 1_750)
+    plan = plan_offload(window, 8_600, BUDGET, make_policy(floor_turns=4), target_tokens=3_500)
+    assert [u.turn for u in plan.units] == [1, 2, 3]
+    assert plan.prompt_tokens_after == 3_500
+
+
 def test_floor_yields_when_keeping_it_would_stay_above_the_offload_line() -> None:
     window = units(500, 3_000, 3_000, 3_000)
     plan = plan_offload(window, 9_500, BUDGET, make_policy(floor_turns=3))

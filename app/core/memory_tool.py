@@ -1,0 +1,252 @@
+"""The model-callable `memory` tool (seed §5, DESIGN §6): one tool, an English `type` enum.
+
+What a caller may do follows from its scopes: `help`, `recall` and `status` need read,
+`remember` write, while `offload` and `forget` are off unless the key holds their own scope.
+The descriptions are written for a model: when to use a type, when not to, what comes back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from app.core.rerank import header
+
+TOOL_NAME = "memory"
+
+
+class MemoryType(StrEnum):
+    HELP = "help"
+    RECALL = "recall"
+    REMEMBER = "remember"
+    STATUS = "status"
+    OFFLOAD = "offload"
+    FORGET = "forget"
+
+
+SCOPE_OF = {
+    MemoryType.HELP: "memory:read",
+    MemoryType.RECALL: "memory:read",
+    MemoryType.STATUS: "memory:read",
+    MemoryType.REMEMBER: "memory:write",
+    MemoryType.OFFLOAD: "memory:offload",
+    MemoryType.FORGET: "memory:forget",
+}
+ADMIN_SCOPE = "admin"
+
+RESULT_FORMAT = (
+    "recall returns items, oldest first, each headed `[ts | turn a-b | chunk_id]` and followed "
+    "by the raw text (cut to a per-item cap, marked when cut)."
+)
+NO_MATCH = (
+    '"no match" means nothing stored answers the query. Do not guess or invent the detail: '
+    "say it is not in memory, or ask the user."
+)
+
+
+@dataclass(frozen=True)
+class Usage:
+    summary: str
+    use_when: str
+    do_not_use_when: str
+    arguments: dict[str, str]
+
+
+USAGE: dict[MemoryType, Usage] = {
+    MemoryType.HELP: Usage(
+        "How to use this tool: every type you may call, its arguments and results.",
+        "You are unsure which type fits or what a result means.",
+        "You already know the type and its arguments.",
+        {},
+    ),
+    MemoryType.RECALL: Usage(
+        "Search the earlier conversation that is no longer in your context, word for word.",
+        "The user refers to something said earlier (a number, name, decision, file, code) "
+        "that you cannot see in the conversation now.",
+        "The answer is already in your context, or the question is about general knowledge.",
+        {"query": "what to look for, with its distinctive words", "top_k": "items at most"},
+    ),
+    MemoryType.REMEMBER: Usage(
+        "Store one short durable point (a preference, constraint or decision) for later.",
+        "The user states a rule, preference or decision that must hold for the rest of the task.",
+        "Chit-chat, whole passages, or anything already remembered (duplicates are not "
+        "stored twice).",
+        {"text": "the point, in one or two sentences", "tags": "e.g. constraint, preference"},
+    ),
+    MemoryType.STATUS: Usage(
+        "How full the context window is, what was moved out, and the current notes.",
+        "You need to know whether earlier turns were moved out of your context.",
+        "Every turn: the notes are already in your context.",
+        {},
+    ),
+    MemoryType.OFFLOAD: Usage(
+        "Move the oldest turns out of the context before the next turn (kept verbatim).",
+        "You are about to start a new, unrelated part of a long task.",
+        "The window is not full: the service offloads by itself when it needs to.",
+        {"until_tokens": "prompt size to aim for (default: the policy target)"},
+    ),
+    MemoryType.FORGET: Usage(
+        "Delete stored chunks for good. Two steps: a request returns a pending id and a "
+        "preview; nothing is deleted until that id is confirmed.",
+        "The user asks to delete something they shared (for example a secret).",
+        "To tidy up or save space: stored chunks cost nothing in your context.",
+        {
+            "chunk_id": "a chunk to delete (from a recall result)",
+            "turn_start": "or the first turn of a range",
+            "turn_end": "and its last turn",
+            "confirm": "the pending id of an earlier forget request, to carry it out",
+        },
+    ),
+}
+
+_ARGUMENT_SCHEMAS: dict[str, dict[str, Any]] = {
+    "query": {"type": "string", "minLength": 1},
+    "top_k": {"type": "integer", "minimum": 1},
+    "text": {"type": "string", "minLength": 1},
+    "tags": {"type": "array", "items": {"type": "string"}},
+    "until_tokens": {"type": "integer", "minimum": 0},
+    "chunk_id": {"type": "string"},
+    "turn_start": {"type": "integer", "minimum": 1},
+    "turn_end": {"type": "integer", "minimum": 1},
+    "confirm": {"type": "string"},
+}
+
+
+def enabled_types(scopes: Collection[str]) -> list[MemoryType]:
+    """The types a caller with these scopes may call, in the enum's order."""
+    return [t for t in MemoryType if SCOPE_OF[t] in scopes or ADMIN_SCOPE in scopes]
+
+
+def help_body(types: Sequence[MemoryType]) -> dict[str, Any]:
+    return {
+        "tool": TOOL_NAME,
+        "types": {
+            t.value: {
+                "summary": USAGE[t].summary,
+                "use_when": USAGE[t].use_when,
+                "do_not_use_when": USAGE[t].do_not_use_when,
+                "arguments": USAGE[t].arguments,
+            }
+            for t in types
+        },
+        "result_format": RESULT_FORMAT,
+        "no_match": NO_MATCH,
+    }
+
+
+def description(types: Sequence[MemoryType]) -> str:
+    lines = [
+        "Long-term memory of this conversation. Older turns are moved out of your context "
+        "but kept word for word; this tool reads and writes them. Call with "
+        '{"type": "help"} when unsure.',
+    ]
+    lines += [
+        f"- {t.value}: {USAGE[t].summary} Use when: {USAGE[t].use_when} "
+        f"Do not use when: {USAGE[t].do_not_use_when}"
+        for t in types
+    ]
+    lines += [RESULT_FORMAT, NO_MATCH]
+    return "\n".join(lines)
+
+
+def parameters(types: Sequence[MemoryType]) -> dict[str, Any]:
+    """JSON schema of the arguments: the type enum and the fields those types take."""
+    properties: dict[str, Any] = {
+        "type": {
+            "type": "string",
+            "enum": [t.value for t in types],
+            "description": "What to do; call help when unsure.",
+        }
+    }
+    for t in types:
+        for name, meaning in USAGE[t].arguments.items():
+            properties.setdefault(name, {**_ARGUMENT_SCHEMAS[name], "description": meaning})
+    return {"type": "object", "properties": properties, "required": ["type"]}
+
+
+def openai_tool(types: Sequence[MemoryType]) -> dict[str, Any]:
+    """OpenAI function-calling form (chat completions `tools` entry)."""
+    return {
+        "type": "function",
+        "function": {
+            "name": TOOL_NAME,
+            "description": description(types),
+            "parameters": parameters(types),
+        },
+    }
+
+
+def anthropic_tool(types: Sequence[MemoryType]) -> dict[str, Any]:
+    """Anthropic Messages API form (`tools` entry)."""
+    return {"name": TOOL_NAME, "description": description(types), "input_schema": parameters(types)}
+
+
+# --- results as text for the tool message ---------------------------------------------------
+
+
+def recall_text(result: dict[str, Any]) -> str:
+    items = [
+        f"{header(r['ts'], r['turn_range'][0], r['turn_range'][1], r['chunk_id'])}\n{r['text']}"
+        for r in result["results"]
+    ]
+    return "\n\n".join(items) if items else str(result["message"])
+
+
+def help_text(body: dict[str, Any]) -> str:
+    lines = [f"{body['tool']} tool. Types you may call:"]
+    for name, usage in body["types"].items():
+        arguments = ", ".join(f"{k} ({v})" for k, v in usage["arguments"].items()) or "none"
+        lines.append(
+            f"- {name}: {usage['summary']} Use when: {usage['use_when']} "
+            f"Do not use when: {usage['do_not_use_when']} Arguments: {arguments}."
+        )
+    lines += [body["result_format"], body["no_match"]]
+    return "\n".join(lines)
+
+
+def status_text(status: dict[str, Any]) -> str:
+    counts = status["counts"]
+    usage = (
+        f"prompt {status['prompt_tokens']} of {status['budget']} tokens "
+        f"(watermark {status['watermark']}, level {status['level']})"
+        if status.get("budget")
+        else "window unknown until a turn names the model"
+    )
+    notes = status.get("notes") or {}
+    return (
+        f"turn {status['turns']}; {usage}; {counts['window_messages']} messages in the window, "
+        f"{counts['offloaded_messages']} offloaded into {counts['chunks']} stored chunks "
+        f"(recall finds them); notes {notes.get('tokens', 0)} tokens."
+    )
+
+
+def remember_text(result: dict[str, Any]) -> str:
+    if result["duplicate"]:
+        return f"already stored as {result['chunk_id']}; nothing new was written"
+    facts = f" and kept in the notes as {', '.join(result['facts'])}" if result["facts"] else ""
+    return f"stored as {result['chunk_id']}{facts}"
+
+
+def offload_text(result: dict[str, Any]) -> str:
+    if not result["scheduled"]:
+        return "nothing scheduled: the session's window is not known yet"
+    return (
+        f"the next turn moves the oldest turns out until the prompt is at most "
+        f"{result['until_tokens']} tokens (now {result['prompt_tokens']}); they stay recallable"
+    )
+
+
+def forget_text(result: dict[str, Any]) -> str:
+    if result["status"] == "pending":
+        chunks = "; ".join(
+            f"{p['chunk_id']} (turns {p['turn_range'][0]}-{p['turn_range'][1]}, "
+            f"{p['tokens']} tokens)"
+            for p in result["preview"]
+        )
+        return (
+            f"pending {result['pending_id']}: would delete {chunks}. Nothing is deleted until "
+            "a person with the memory:forget scope confirms this id."
+        )
+    return f"deleted {result['chunks_deleted']} chunks: {', '.join(result['chunk_ids'])}"

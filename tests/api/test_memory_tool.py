@@ -1,0 +1,281 @@
+"""The `memory` tool over HTTP (DESIGN §6, seed §5): every type, scopes, remember limits and
+duplicates, the two-step forget that really deletes, and bad calls refused with nothing written."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.services.auth import create_key
+from app.services.context import ServiceContext
+from tests.api.test_auth import bearer
+from tests.builders import turn_body, user, words
+from tests.integration.helpers import session_rows
+from tests.integration.test_encryption import tables_holding
+
+SECRET = "The staging database password is Zorblax-4471, do not share it."
+WINDOW = 4000
+ALL = ["memory:read", "memory:write", "memory:offload", "memory:forget"]
+
+
+async def converse(client: httpx.AsyncClient, session: str, headers: dict[str, str]) -> None:
+    """The secret first, then enough talk to offload it."""
+    first = turn_body(user(SECRET), context_window=WINDOW)
+    assert (await client.post(f"/sessions/{session}/turn", json=first, headers=headers)).is_success
+    for t in range(40):
+        body = turn_body(user(f"turn {t} " + words(60, "chat")), context_window=WINDOW)
+        response = await client.post(f"/sessions/{session}/turn", json=body, headers=headers)
+        assert response.status_code == 200
+
+
+async def memory(
+    client: httpx.AsyncClient, session: str, headers: dict[str, str], **call: Any
+) -> httpx.Response:
+    return await client.post(f"/sessions/{session}/memory", json=call, headers=headers)
+
+
+@pytest.fixture
+async def full(ctx: ServiceContext) -> dict[str, str]:
+    return bearer(await create_key(ctx, "acme", ALL))
+
+
+@pytest.fixture
+async def default(ctx: ServiceContext) -> dict[str, str]:
+    return bearer(await create_key(ctx, "acme", ["memory:read", "memory:write"]))
+
+
+async def test_help_lists_only_the_types_the_key_may_call(
+    client: httpx.AsyncClient, full: dict[str, str], default: dict[str, str]
+) -> None:
+    await converse(client, "h", default)
+    limited = (await memory(client, "h", default, type="help")).json()
+    assert list(limited["result"]["types"]) == ["help", "recall", "remember", "status"]
+    assert "Use when" in limited["text"] and "no match" in limited["text"]
+    everything = (await memory(client, "h", full, type="help")).json()
+    assert "forget" in everything["result"]["types"] and "offload" in everything["text"]
+
+
+async def test_tool_definitions_in_both_forms_follow_the_scopes(
+    client: httpx.AsyncClient, full: dict[str, str], default: dict[str, str]
+) -> None:
+    limited = (await client.get("/tools/memory", headers=default)).json()
+    function = limited["openai"]["function"]
+    assert limited["openai"]["type"] == "function" and function["name"] == "memory"
+    assert function["parameters"]["properties"]["type"]["enum"] == limited["types"]
+    assert (
+        "forget" not in limited["types"] and "confirm" not in function["parameters"]["properties"]
+    )
+    assert "call with" in function["description"].lower() and "help" in function["description"]
+    anthropic = limited["anthropic"]
+    assert anthropic["name"] == "memory" and anthropic["input_schema"] == function["parameters"]
+    everything = (await client.get("/tools/memory", headers=full)).json()
+    assert everything["types"] == ["help", "recall", "remember", "status", "offload", "forget"]
+
+
+async def test_recall_returns_headed_raw_text_or_no_match_and_skips_what_was_injected(
+    client: httpx.AsyncClient, default: dict[str, str]
+) -> None:
+    await converse(client, "r", default)
+    found = (await memory(client, "r", default, type="recall", query="Zorblax-4471")).json()
+    assert found["text"].startswith("[") and "| turn 1-" in found["text"]
+    assert SECRET in found["text"]
+    chunk_id = found["result"]["results"][0]["chunk_id"]
+
+    nothing = (await memory(client, "r", default, type="recall", query="Quuxington")).json()
+    assert nothing["text"] == "no match" and nothing["result"]["no_match"]
+
+    asked = turn_body(user("What was the Zorblax-4471 password again?"), recall="force")
+    turn = (await client.post("/sessions/r/turn", json=asked, headers=default)).json()
+    assert chunk_id in [hit["chunk_id"] for hit in turn["recall"]["hits"]]
+    again = (await memory(client, "r", default, type="recall", query="Zorblax-4471")).json()
+    assert again["result"]["results"] == [] and again["result"]["already_in_context"] == [chunk_id]
+    assert "already in your context" in again["text"]
+
+
+async def test_status(client: httpx.AsyncClient, default: dict[str, str]) -> None:
+    await converse(client, "s", default)
+    status = (await memory(client, "s", default, type="status")).json()
+    assert status["result"]["counts"]["chunks"] > 0
+    assert "offloaded into" in status["text"] and "watermark" in status["text"]
+
+
+async def test_remember_stores_once_and_makes_a_constraint_a_fact(
+    client: httpx.AsyncClient, connection: AsyncConnection, default: dict[str, str]
+) -> None:
+    await converse(client, "m", default)
+    point = "Only ship orders from the Suzhou warehouse."
+    stored = (await memory(client, "m", default, type="remember", text=point)).json()
+    chunk_id = stored["result"]["chunk_id"]
+    assert not stored["result"]["duplicate"] and stored["result"]["facts"] == ["constraint"]
+    again = await client.post("/sessions/m/remember", json={"text": point}, headers=default)
+    assert again.json() == {"chunk_id": chunk_id, "duplicate": True, "facts": []}
+    kinds = await connection.scalar(
+        text("SELECT count(*) FROM chunks WHERE session_id = 'm' AND kind = 'remember'")
+    )
+    assert kinds == 1
+    found = (await memory(client, "m", default, type="recall", query="Suzhou warehouse")).json()
+    assert chunk_id in [r["chunk_id"] for r in found["result"]["results"]]
+    nxt = turn_body(user("next"))
+    notes = (await client.post("/sessions/m/turn", json=nxt, headers=default)).json()["notes"]
+    assert point.rstrip(".") in (notes["text"] or "")
+
+
+async def test_remember_limits_answer_413_and_429_and_write_nothing(
+    ctx: ServiceContext,
+    client: httpx.AsyncClient,
+    connection: AsyncConnection,
+    default: dict[str, str],
+) -> None:
+    await converse(client, "lim", default)
+    before = await session_rows(connection, "lim")
+    too_long = await memory(client, "lim", default, type="remember", text="x" * 1001)
+    assert too_long.status_code == 413 and too_long.json()["error"]["code"] == "remember_too_long"
+    assert await session_rows(connection, "lim") == before
+    for i in range(10):
+        ok = await client.post(
+            "/sessions/lim/remember",
+            json={"text": f"Point {i}: {words(5, f'p{i}x')}"},
+            headers=default,
+        )
+        assert ok.status_code == 200 and not ok.json()["duplicate"], ok.text
+    during = await session_rows(connection, "lim")
+    limited = await client.post(
+        "/sessions/lim/remember", json={"text": "one more"}, headers=default
+    )
+    assert limited.status_code == 429 and limited.json()["error"]["code"] == "rate_limited"
+    assert int(limited.headers["Retry-After"]) >= 1
+    assert await session_rows(connection, "lim") == during
+
+
+async def test_offload_needs_its_scope_and_the_next_turn_carries_it_out(
+    client: httpx.AsyncClient, full: dict[str, str], default: dict[str, str]
+) -> None:
+    await converse(client, "o", full)
+    refused = await memory(client, "o", default, type="offload")
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "forbidden"
+    scheduled = (await memory(client, "o", full, type="offload", until_tokens=500)).json()
+    assert scheduled["result"]["scheduled"] and scheduled["result"]["until_tokens"] == 500
+    turn = (
+        await client.post("/sessions/o/turn", json=turn_body(user("next")), headers=full)
+    ).json()
+    assert turn["offload"]["triggered"]
+    assert turn["usage"]["prompt_tokens"] < turn["usage"]["trigger_ratio"] * turn["usage"]["budget"]
+
+
+async def test_forget_is_two_step_and_leaves_no_trace(
+    client: httpx.AsyncClient,
+    connection: AsyncConnection,
+    full: dict[str, str],
+    default: dict[str, str],
+) -> None:
+    await converse(client, "f", full)
+    found = (await memory(client, "f", full, type="recall", query="Zorblax-4471")).json()
+    chunk_id = found["result"]["results"][0]["chunk_id"]
+    assert (await memory(client, "f", default, type="forget", chunk_id=chunk_id)).status_code == 403
+
+    pending = (await memory(client, "f", full, type="forget", chunk_id=chunk_id)).json()["result"]
+    assert pending["status"] == "pending" and pending["preview"][0]["chunk_id"] == chunk_id
+    assert await tables_holding(connection, "Zorblax") != []  # nothing deleted yet
+
+    confirm = {"type": "forget", "confirm": pending["pending_id"]}
+    assert (
+        await client.post("/sessions/f/memory", json=confirm, headers=default)
+    ).status_code == 403
+    done = (await client.post("/sessions/f/memory", json=confirm, headers=full)).json()
+    assert done["result"]["status"] == "deleted" and done["result"]["chunks_deleted"] == 1
+
+    rows = await connection.scalar(
+        text("SELECT count(*) FROM chunks WHERE session_id = 'f' AND id = :id"), {"id": chunk_id}
+    )
+    vectors = await connection.scalar(
+        text("SELECT count(embedding) FROM chunks WHERE id = :id"), {"id": chunk_id}
+    )
+    assert rows == 0 and vectors == 0
+    assert await tables_holding(connection, "Zorblax") == []
+    assert await tables_holding(connection, "staging database password") == []
+    audit = await connection.scalar(
+        text("SELECT count(*) FROM events WHERE session_id = 'f' AND kind = 'forget'")
+    )
+    assert audit == 1
+    after = (await memory(client, "f", full, type="recall", query="Zorblax-4471")).json()
+    assert after["result"]["no_match"]
+    replay = (await client.post("/sessions/f/memory", json=confirm, headers=full)).json()
+    assert replay["error"]["code"] == "forget_request_not_found"
+    nxt = await client.post("/sessions/f/turn", json=turn_body(user("go on")), headers=full)
+    assert nxt.status_code == 200 and "Zorblax" not in nxt.text
+
+
+BAD_CALLS: list[tuple[str, dict[str, Any], int, str]] = [
+    ("unknown type", {"type": "erase"}, 422, "unknown_type"),
+    ("missing type", {"query": "x"}, 422, "unknown_type"),
+    ("recall without query", {"type": "recall"}, 422, "invalid_request"),
+    ("unknown field", {"type": "status", "verbose": True}, 422, "invalid_request"),
+    ("top_k over the limit", {"type": "recall", "query": "x", "top_k": 21}, 422, "over_limit"),
+    ("forget naming nothing", {"type": "forget"}, 422, "invalid_forget"),
+    (
+        "forget with both",
+        {"type": "forget", "chunk_id": "c", "turn_start": 1},
+        422,
+        "invalid_forget",
+    ),
+    (
+        "forget reversed range",
+        {"type": "forget", "turn_start": 5, "turn_end": 2},
+        422,
+        "invalid_forget",
+    ),
+    (
+        "forget of an unknown chunk",
+        {"type": "forget", "chunk_id": "ck_none"},
+        404,
+        "chunk_not_found",
+    ),
+    (
+        "confirm of an unknown id",
+        {"type": "forget", "confirm": "fg_none"},
+        404,
+        "forget_request_not_found",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "call", "status", "code"), BAD_CALLS, ids=[c[0] for c in BAD_CALLS]
+)
+async def test_bad_calls_are_refused_and_write_nothing(
+    client: httpx.AsyncClient,
+    connection: AsyncConnection,
+    full: dict[str, str],
+    case: str,
+    call: dict[str, Any],
+    status: int,
+    code: str,
+) -> None:
+    await client.post(
+        "/sessions/bad/turn", json=turn_body(user("hi"), context_window=WINDOW), headers=full
+    )
+    before = await session_rows(connection, "bad")
+    response = await memory(client, "bad", full, **call)
+    assert response.status_code == status, response.text
+    assert response.json()["error"]["code"] == code
+    if code == "unknown_type":
+        assert "recall" in response.json()["error"]["details"]["valid_types"]
+    assert await session_rows(connection, "bad") == before
+
+
+async def test_another_tenant_gets_404(
+    ctx: ServiceContext, client: httpx.AsyncClient, full: dict[str, str]
+) -> None:
+    await converse(client, "mine", full)
+    other = bearer(await create_key(ctx, "globex", ALL))
+    for call in (
+        {"type": "status"},
+        {"type": "recall", "query": "Zorblax"},
+        {"type": "remember", "text": "x"},
+    ):
+        response = await memory(client, "mine", other, **call)
+        assert response.status_code == 404, call
