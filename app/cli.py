@@ -1,4 +1,4 @@
-"""`ebbtide serve | migrate | keys | reembed | eval | encryption | purge | openapi`."""
+"""`ebbtide serve | migrate | mcp | keys | reembed | eval | encryption | purge | openapi`."""
 
 from __future__ import annotations
 
@@ -168,6 +168,27 @@ def serve(settings: Settings) -> None:
     )
 
 
+def mcp_stdio(settings: Settings) -> None:
+    """The memory tool over MCP on stdin/stdout; the caller's key from EBBTIDE_API_KEY
+    (none: development mode, when the database has no keys). Nothing else may go to stdout."""
+    import asyncio
+
+    from app.api.mcp import build_mcp
+    from app.main import build_context
+
+    url = _migrate(settings)
+    key = os.environ.get("EBBTIDE_API_KEY") or None
+
+    async def go() -> None:
+        ctx = build_context(settings, url)
+        try:
+            await build_mcp(lambda: ctx, lambda _: key).run_stdio_async()
+        finally:
+            await ctx.aclose()
+
+    asyncio.run(go())
+
+
 def reembed(settings: Settings, session_id: str | None) -> None:
     import asyncio
 
@@ -269,6 +290,7 @@ def main(argv: list[str] | None = None) -> None:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("serve", help="migrate, then serve HTTP on HOST:PORT")
     commands.add_parser("migrate", help="alembic upgrade head")
+    commands.add_parser("mcp", help="serve the memory tool over MCP on stdio")
     again = commands.add_parser(
         "reembed", help="embed chunks stored without a vector or with another model's"
     )
@@ -308,6 +330,8 @@ def main(argv: list[str] | None = None) -> None:
     settings = get_settings()
     if args.command == "serve":
         serve(settings)
+    elif args.command == "mcp":
+        mcp_stdio(settings)
     elif args.command == "migrate":
         print(f"ebbtide: migrated {_migrate(settings).split('@')[-1]}")
     elif args.command == "reembed":

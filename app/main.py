@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager, suppress
 from fastapi import FastAPI
 
 from app.api.errors import BodySizeLimit, install_error_handlers
+from app.api.mcp import bearer_from_headers, build_mcp
 from app.api.routes import router
 from app.core.ports import ChatModel, Embedder, Reranker
 from app.providers.embedders import HashEmbedder, LocalEmbedder, OpenAIEmbedder
@@ -116,7 +117,8 @@ def create_app(
             else None
         )
         try:
-            yield
+            async with mcp.session_manager.run():
+                yield
         finally:
             if purger is not None:
                 purger.cancel()
@@ -135,5 +137,12 @@ def create_app(
         app.state.context = context  # test clients may not run the lifespan
     install_error_handlers(app)
     app.include_router(router)
+    mcp = build_mcp(lambda: app.state.context, bearer_from_headers)
+    # Stateless with JSON answers: any replica serves any call. DNS-rebinding protection is on
+    # when serving loopback (development mode, no keys); elsewhere every call needs a key.
+    mcp_app = mcp.streamable_http_app(
+        streamable_http_path="/mcp", stateless_http=True, json_response=True, host=settings.host
+    )
+    app.router.routes.extend(mcp_app.routes)
     app.add_middleware(BodySizeLimit, max_bytes=settings.limits.max_body_bytes)
     return app

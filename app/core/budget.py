@@ -135,13 +135,13 @@ def plan_offload(
     """Chooses the oldest units to move so the prompt lands at or below the target.
 
     `units` are the window's units oldest first; `prompt_tokens` is the whole prompt now.
-    `target_tokens` is a manual offload: asked for on purpose, it may move what the floor
-    would keep; pinned units (the current turn) stay either way.
+    `target_tokens` is a manual offload's target, in place of the policy's: asked for on
+    purpose, it may move what the floor would keep; pinned units (the current turn) stay.
     """
     target = budget.line(policy.target_ratio)
     floor_start = _floor_start(units, policy)
     if target_tokens is not None:
-        target = min(target, target_tokens)
+        target = target_tokens
         floor_start = len(units)
     offload_line = budget.line(policy.offload_ratio)
     chosen: list[Unit] = []

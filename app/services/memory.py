@@ -35,7 +35,7 @@ from app.errors import (
 from app.services.auth import Principal
 from app.services.context import ServiceContext
 from app.services.offload import embed_passages
-from app.services.sessions import owned_session
+from app.services.sessions import locked_session, owned_session
 from app.services.turn_plan import session_budget, session_policy
 from app.store import chunks as chunk_store
 from app.store import events as event_store
@@ -114,8 +114,7 @@ async def remember(
         ctx.new_id(), text, ctx.counter.count(text), 0, ctx.clock(), REMEMBER_ROLE
     )
     async with ctx.database.transaction() as db:
-        row = await session_store.lock_session(db, session_id)
-        assert row is not None  # owned above; sessions are only deleted by the purge
+        row = await locked_session(db, tenant_id, session_id)
         existing = await chunk_store.chunk_with_hash(db, session_id, draft.content_hash)
         existing = existing or await _nearest_duplicate(ctx, db, session_id, vector)
         if existing is not None:
@@ -163,9 +162,7 @@ async def schedule_offload(
     it goes through the turn's one transaction like any offload. Asked for on purpose, it
     may move turns the floor would keep; the turn being posted always stays."""
     async with ctx.database.transaction() as db:
-        await owned_session(db, tenant_id, session_id)
-        row = await session_store.lock_session(db, session_id)
-        assert row is not None
+        row = await locked_session(db, tenant_id, session_id)
         prompt, target = _prompt_and_target(ctx, row)
         goal = until_tokens if until_tokens is not None else target
         row.offload_until_tokens = goal
@@ -248,9 +245,7 @@ async def confirm_forget(
     the facts and notes items taken from them, their text in events, and every replayable
     response; leaves one audit event that names ids only."""
     async with ctx.database.transaction() as db:
-        await owned_session(db, caller.tenant_id, session_id)
-        row = await session_store.lock_session(db, session_id)
-        assert row is not None
+        row = await locked_session(db, caller.tenant_id, session_id)
         request = await forget_store.take_request(db, session_id, request_id, ctx.clock())
         if request is None:
             raise ForgetRequestNotFound(

@@ -26,6 +26,14 @@ async def owned_session(db: AsyncSession, tenant_id: str, session_id: str) -> Se
     return row
 
 
+async def locked_session(db: AsyncSession, tenant_id: str, session_id: str) -> SessionRow:
+    """The tenant's session under its row lock: writes outside a turn queue with the turns."""
+    row = await session_store.lock_session(db, session_id)
+    if row is None or row.tenant_id != tenant_id:
+        raise SessionNotFound("no such session", session_id=session_id)
+    return row
+
+
 def _watermark(ctx: ServiceContext, row: SessionRow) -> dict[str, Any]:
     window = row.context_window or window_for_model(row.model)
     if window is None:

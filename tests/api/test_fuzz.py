@@ -4,9 +4,6 @@ real `ebbtide serve` on loopback never get a 5xx, and every response matches the
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
@@ -19,8 +16,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from app.store.embedded import drop_database, fresh_database, url_of_database
-from tests.api.test_serve import free_loopback_port, wait_until_ready
+from tests.api.live import fresh_named_database, live_server
 from tests.conftest import PROJECT_ROOT
 
 EXAMPLES_PER_OPERATION = 40
@@ -35,34 +31,12 @@ CHECKS = [
 @pytest.fixture(scope="module")
 def server(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`ebbtide serve` on a database of its own (it commits), with the hash embedder."""
-    name = f"ebbtide_fuzz_{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
-    admin = url_of_database(database_url, "postgres")
-    port = free_loopback_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": fresh_database(admin, name),
-        "EBBTIDE_EMBEDDER__KIND": "hash",
-        "HOST": "127.0.0.1",
-        "PORT": str(port),
-        "EBBTIDE_LOG_LEVEL": "warning",
-    }
     log = tmp_path_factory.mktemp("fuzz") / "serve.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_ready(base, process, log)
-        yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
-        drop_database(admin, name)
-    assert "Traceback" not in log.read_text(), log.read_text()
+    with (
+        fresh_named_database(database_url, "ebbtide_fuzz") as url,
+        live_server(url, log) as live,
+    ):
+        yield live.base
 
 
 contract = schemathesis.openapi.from_dict(

@@ -124,6 +124,22 @@ async def test_remember_stores_once_and_makes_a_constraint_a_fact(
     assert point.rstrip(".") in (notes["text"] or "")
 
 
+async def test_a_near_duplicate_by_vector_answers_the_stored_id(
+    client: httpx.AsyncClient, default: dict[str, str]
+) -> None:
+    await converse(client, "near", default)
+    point = "Always quote prices in euros, including VAT, for every customer in Germany."
+    stored = await client.post("/sessions/near/remember", json={"text": point}, headers=default)
+    near = await client.post(
+        "/sessions/near/remember", json={"text": point.replace("Always", "always")}, headers=default
+    )
+    assert near.json() == {"chunk_id": stored.json()["chunk_id"], "duplicate": True, "facts": []}
+    other = await client.post(
+        "/sessions/near/remember", json={"text": "Ship everything by sea."}, headers=default
+    )
+    assert not other.json()["duplicate"]
+
+
 async def test_remember_limits_answer_413_and_429_and_write_nothing(
     ctx: ServiceContext,
     client: httpx.AsyncClient,
@@ -207,6 +223,26 @@ async def test_forget_is_two_step_and_leaves_no_trace(
     assert replay["error"]["code"] == "forget_request_not_found"
     nxt = await client.post("/sessions/f/turn", json=turn_body(user("go on")), headers=full)
     assert nxt.status_code == 200 and "Zorblax" not in nxt.text
+
+
+async def test_forgetting_an_oversize_message_replaces_its_stub_in_the_window(
+    client: httpx.AsyncClient, connection: AsyncConnection, full: dict[str, str]
+) -> None:
+    dump = "\n".join([words(40, "log"), SECRET, *(words(40, "log") for _ in range(30))])
+    body = turn_body(user(dump), context_window=WINDOW)
+    turn = (await client.post("/sessions/big/turn", json=body, headers=full)).json()
+    [chunk_id] = turn["offload"]["oversize_chunk_ids"]
+    pending = (await memory(client, "big", full, type="forget", chunk_id=chunk_id)).json()
+    confirm = {"type": "forget", "confirm": pending["result"]["pending_id"]}
+    assert (await client.post("/sessions/big/memory", json=confirm, headers=full)).is_success
+    assert await tables_holding(connection, "Zorblax") == []
+    nxt = (
+        await client.post("/sessions/big/turn", json=turn_body(user("go on")), headers=full)
+    ).json()
+    assert nxt["messages"][-2] == {
+        "role": "user",
+        "content": f"[content removed by a forget request; it was stored as {chunk_id}]",
+    }
 
 
 BAD_CALLS: list[tuple[str, dict[str, Any], int, str]] = [

@@ -20,7 +20,7 @@ from app.providers.llm import OpenAIChatModel
 from app.providers.reranker import HttpReranker
 from app.services.context import ServiceContext
 from app.services.turns import run_turn
-from tests.api.test_serve import free_loopback_port
+from tests.api.live import free_loopback_port
 from tests.builders import user, words
 from tests.integration.test_turn_invariants import turn_input
 

@@ -1,0 +1,98 @@
+"""The `memory` tool over MCP (official `mcp` SDK): the same calls, scopes and answers as
+`POST /sessions/{id}/memory`, with the session named in the arguments. Served over stdio by
+`ebbtide mcp`, and over streamable HTTP at `/mcp` beside the REST API (stateless, JSON
+responses, so any replica can answer). Over HTTP the caller's key comes in the
+`Authorization: Bearer` header; over stdio from `EBBTIDE_API_KEY`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent
+from pydantic import Field, TypeAdapter, ValidationError
+
+from app.api.schemas import SESSION_ID_PATTERN, MemoryCall
+from app.core import memory_tool
+from app.core.memory_tool import MemoryType
+from app.errors import DomainError
+from app.services.auth import Principal, authenticate
+from app.services.context import ServiceContext
+from app.services.memory_tool import call_memory
+
+INSTRUCTIONS = (
+    "Ebbtide keeps a long conversation's earlier turns word for word outside the model's "
+    "context. The memory tool searches, adds to and inspects them; call it with type help "
+    "when unsure."
+)
+CALLS: TypeAdapter[Any] = TypeAdapter(MemoryCall)
+BearerSource = Callable[[Context], str | None]
+
+
+def bearer_from_headers(context: Context) -> str | None:
+    """The key of an HTTP caller (`Authorization: Bearer <key>`)."""
+    header = (context.headers or {}).get("authorization", "")
+    scheme, _, key = header.partition(" ")
+    return key.strip() if scheme.lower() == "bearer" and key.strip() else None
+
+
+def _arguments(**given: Any) -> dict[str, Any]:
+    arguments = {name: value for name, value in given.items() if value is not None}
+    try:
+        return dict(CALLS.validate_python(arguments).model_dump())
+    except ValidationError as error:  # the SDK has checked `type` against its enum already
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'][1:]) or 'arguments'}: {e['msg']}"
+            for e in error.errors()
+        )
+        raise ToolError(f"invalid_request: {problems}") from error
+
+
+def build_mcp(context_of: Callable[[], ServiceContext], bearer_of: BearerSource) -> MCPServer:
+    """`context_of` gives the service context once it exists (after the app's start-up)."""
+    server = MCPServer(name="ebbtide", instructions=INSTRUCTIONS)
+    every_type = list(MemoryType)
+
+    @server.tool(name=memory_tool.TOOL_NAME, description=memory_tool.description(every_type))
+    async def memory(
+        session_id: Annotated[
+            str, Field(pattern=SESSION_ID_PATTERN, description="The conversation's session id.")
+        ],
+        type: Literal["help", "recall", "remember", "status", "offload", "forget"],
+        ctx: Context,
+        query: str | None = None,
+        top_k: int | None = None,
+        text: str | None = None,
+        tags: list[str] | None = None,
+        until_tokens: int | None = None,
+        chunk_id: str | None = None,
+        turn_start: int | None = None,
+        turn_end: int | None = None,
+        confirm: str | None = None,
+    ) -> CallToolResult:
+        arguments = _arguments(
+            type=type,
+            query=query,
+            top_k=top_k,
+            text=text,
+            tags=tags,
+            until_tokens=until_tokens,
+            chunk_id=chunk_id,
+            turn_start=turn_start,
+            turn_end=turn_end,
+            confirm=confirm,
+        )
+        service = context_of()
+        try:
+            caller: Principal = await authenticate(service, bearer_of(ctx))
+            answer = await call_memory(service, caller, session_id, arguments)
+        except DomainError as error:
+            raise ToolError(f"{error.code}: {error.message}") from error
+        return CallToolResult(
+            content=[TextContent(type="text", text=answer["text"])],
+            structured_content=answer,
+        )
+
+    return server

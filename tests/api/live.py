@@ -1,0 +1,91 @@
+"""A real `ebbtide serve` process on loopback, for tests that need the whole stack (uvicorn,
+the lifespan, the MCP mount, the embedded Postgres) rather than the ASGI app in-process."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from app.store.embedded import drop_database, fresh_database, url_of_database
+
+START_TIMEOUT_S = 120
+DATABASE_VARIABLES = frozenset({"DATABASE_URL", "EBBTIDE_DATABASE_URL"})
+
+
+@dataclass(frozen=True)
+class LiveServer:
+    base: str
+    database_url: str
+
+
+def free_loopback_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until_ready(base: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"serve exited early:\n{log.read_text()}")
+        try:
+            if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"serve was not ready in {START_TIMEOUT_S}s:\n{log.read_text()}")
+
+
+@contextmanager
+def serving(env: dict[str, str], log: Path) -> Iterator[str]:
+    """`ebbtide serve` with `env` over this process's environment (minus any database URL);
+    yields its base URL, then stops it and checks it shut down cleanly."""
+    port = free_loopback_port()
+    full_env = {k: v for k, v in os.environ.items() if k not in DATABASE_VARIABLES}
+    full_env.update(HOST="127.0.0.1", PORT=str(port), EBBTIDE_LOG_LEVEL="warning", **env)
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve"],
+            env=full_env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_ready(base, process, log)
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+    output = log.read_text()
+    assert process.returncode == 0 and "Traceback" not in output, output
+
+
+@contextmanager
+def fresh_named_database(test_database_url: str, name: str) -> Iterator[str]:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    admin = url_of_database(test_database_url, "postgres")
+    url = fresh_database(admin, f"{name}_{worker}")
+    try:
+        yield url
+    finally:
+        drop_database(admin, f"{name}_{worker}")
+
+
+@contextmanager
+def live_server(database_url: str, log: Path) -> Iterator[LiveServer]:
+    """Serves `database_url` (serve migrates it) with the hash embedder."""
+    env = {"DATABASE_URL": database_url, "EBBTIDE_EMBEDDER__KIND": "hash"}
+    with serving(env, log) as base:
+        yield LiveServer(base, database_url)
