@@ -154,9 +154,11 @@ def serve(settings: Settings) -> None:
 
     import uvicorn
 
+    from app.logs import configure_logging
     from app.main import create_app
 
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    configure_logging(settings.log)
     url = _migrate(settings)
     check_bind(settings.host, asyncio.run(_keys_exist(settings, url)))
     print(f"ebbtide: database migrated; serving on http://{settings.host}:{settings.port}")
@@ -164,7 +166,9 @@ def serve(settings: Settings) -> None:
         create_app(settings=settings, database_url=url),
         host=settings.host,
         port=settings.port,
-        log_level=os.environ.get("EBBTIDE_LOG_LEVEL", "info"),
+        log_level=settings.log.level.lower(),
+        log_config=None,  # keep the handlers configure_logging installed
+        access_log=False,  # RequestObserver writes one line per request instead
     )
 
 

@@ -10,6 +10,7 @@ from fastapi import FastAPI
 
 from app.api.errors import BodySizeLimit, install_error_handlers
 from app.api.mcp import bearer_from_headers, build_mcp
+from app.api.observability import RequestObserver
 from app.api.routes import router
 from app.core.ports import ChatModel, Embedder, Reranker
 from app.providers.embedders import HashEmbedder, LocalEmbedder, OpenAIEmbedder
@@ -145,4 +146,5 @@ def create_app(
     )
     app.router.routes.extend(mcp_app.routes)
     app.add_middleware(BodySizeLimit, max_bytes=settings.limits.max_body_bytes)
+    app.add_middleware(RequestObserver, log_bodies=settings.log.debug_content)  # outermost
     return app

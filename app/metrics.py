@@ -1,6 +1,10 @@
-"""Every Prometheus object, defined once. No session or tenant ids as label values."""
+"""Every Prometheus object, defined once (DESIGN §9), and how a turn's response feeds them.
+Label values come from small fixed sets (levels, outcomes, stages, reasons, route templates):
+never session or tenant ids."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from prometheus_client import Counter, Histogram
 
@@ -16,9 +20,99 @@ WATERMARK = Histogram(
     "Prompt tokens / budget at the start of a turn.",
     buckets=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.65, 0.7, 0.8, 0.9, 0.95, 1.0, 1.2),
 )
+TOKEN_BUCKETS = (250, 500, 1000, 2000, 4000, 8000, 16000, 32000, 64000, 128000, 256000)
+PROMPT_TOKENS = Histogram(
+    "ebbtide_prompt_tokens", "Tokens of the prompt a turn answers.", buckets=TOKEN_BUCKETS
+)
+INJECTED_TOKENS = Histogram(
+    "ebbtide_recall_injected_tokens",
+    "Tokens of recalled text a turn injects.",
+    buckets=(0, 100, 250, 500, 1000, 1500, 2000, 3000, 4000),
+)
+RECALL_OUTCOMES = Counter(
+    "ebbtide_recall_outcomes_total",
+    "Recall per turn: hit, miss (searched, nothing injected), skipped, fallback.",
+    ["outcome"],
+)
+FINAL_K = Histogram(
+    "ebbtide_recall_final_k", "Chunks injected by a turn's recall.", buckets=(0, 1, 2, 3, 5, 8)
+)
+RERANK_TOP_SCORE = Histogram(
+    "ebbtide_rerank_top_score",
+    "Fused score of the best injected chunk (reciprocal-rank scale).",
+    buckets=(0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.1),
+)
+STAGE_SECONDS = Histogram(
+    "ebbtide_stage_seconds",
+    "Server time per stage of a turn.",
+    ["stage"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+NOTES_REBUILDS = Counter(
+    "ebbtide_notes_rebuilds_total", "Notes rendered again (at an offload or a retry).", ["source"]
+)
 TURN_SECONDS = Histogram("ebbtide_turn_seconds", "Server time spent on one turn.")
+HTTP_REQUESTS = Counter(
+    "ebbtide_http_requests_total", "HTTP requests by route template.", ["method", "route", "status"]
+)
+HTTP_SECONDS = Histogram(
+    "ebbtide_http_request_seconds", "HTTP request latency by route template.", ["method", "route"]
+)
 SESSIONS_PURGED = Counter(
     "ebbtide_sessions_purged_total", "Sessions deleted by the retention purge."
 )
 REMEMBERED = Counter("ebbtide_remembered_total", "Points stored through remember.")
 FORGOTTEN_CHUNKS = Counter("ebbtide_forgotten_chunks_total", "Chunks deleted by confirmed forgets.")
+
+# The turn's `timings_ms` keys, grouped into the stages the dashboards show.
+STAGES = {
+    "plan": "tokenize",
+    "embed": "embed",
+    "recall_embed": "embed",
+    "recall_search": "search",
+    "recall_rerank": "rerank",
+    "notes": "notes",
+    "assemble": "assemble",
+    "db_read": "db",
+    "db_write": "db",
+}
+
+
+def recall_outcome(recall: dict[str, Any]) -> str:
+    if recall["skipped_reason"]:
+        return "skipped"
+    if recall["fallback"]:
+        return "fallback"
+    return "hit" if recall["hits"] else "miss"
+
+
+def stage_seconds(timings_ms: dict[str, float]) -> dict[str, float]:
+    seconds: dict[str, float] = {}
+    for key, stage in STAGES.items():
+        if key in timings_ms:
+            seconds[stage] = seconds.get(stage, 0.0) + timings_ms[key] / 1000
+    return seconds
+
+
+def observe_turn(response: dict[str, Any]) -> None:
+    usage, offload, recall = response["usage"], response["offload"], response["recall"]
+    TURNS.labels(level=usage["level"]).inc()
+    WATERMARK.observe(usage["trigger_ratio"])
+    PROMPT_TOKENS.observe(usage["prompt_tokens"])
+    TURN_SECONDS.observe(response["timings_ms"].get("total", 0.0) / 1000)
+    for stage, seconds in stage_seconds(response["timings_ms"]).items():
+        STAGE_SECONDS.labels(stage=stage).observe(seconds)
+    if offload["triggered"]:
+        OFFLOADS.inc()
+        CHUNKS_OFFLOADED.inc(len(offload["chunk_ids"]))
+        TOKENS_FREED.inc(offload["tokens_freed"])
+    RECALL_OUTCOMES.labels(outcome=recall_outcome(recall)).inc()
+    if not recall["skipped_reason"]:
+        FINAL_K.observe(recall["final_k"])
+        INJECTED_TOKENS.observe(recall["injected_tokens"])
+    if recall["hits"]:
+        RERANK_TOP_SCORE.observe(max(hit["score"] for hit in recall["hits"]))
+    if response["notes"]["updated"]:
+        NOTES_REBUILDS.labels(source=response["notes"]["source"] or "extractive").inc()
+    for reason in {offload["fallback"], recall["fallback"]} - {None}:
+        FALLBACKS.labels(reason=reason).inc()

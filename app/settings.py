@@ -181,6 +181,16 @@ class RetentionSettings(BaseModel):
     batch_size: int = Field(100, ge=1, description="Sessions deleted per transaction.")
 
 
+class LogSettings(BaseModel):
+    format: Literal["text", "json"] = Field(
+        "text", description="json in production (one object per line), text in development."
+    )
+    level: str = Field("info", pattern=r"(?i)^(debug|info|warning|error|critical)$")
+    debug_content: bool = Field(
+        False, description="Log request bodies, message text included. Development only."
+    )
+
+
 class DatabaseSettings(BaseModel):
     pool_size: int = Field(10, ge=1)
     turn_retries: int = Field(
@@ -218,6 +228,7 @@ class Settings(BaseSettings):
     encryption: EncryptionSettings = EncryptionSettings()
     retention: RetentionSettings = RetentionSettings()
     db: DatabaseSettings = DatabaseSettings()
+    log: LogSettings = LogSettings()
 
 
 @lru_cache

@@ -21,10 +21,13 @@ def service_context(request: Request) -> ServiceContext:
 
 
 async def principal(
+    request: Request,
     ctx: Annotated[ServiceContext, Depends(service_context)],
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> Principal:
-    return await authenticate(ctx, credentials.credentials if credentials else None)
+    caller = await authenticate(ctx, credentials.credentials if credentials else None)
+    request.state.tenant = caller.tenant_id  # for the request's log line
+    return caller
 
 
 def tenant_with(scope: str) -> Callable[..., Awaitable[str]]:

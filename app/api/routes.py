@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Path, Response
+from fastapi import APIRouter, Depends, Header, Path, Query, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app.api.deps import principal, service_context, tenant_with
@@ -14,6 +14,7 @@ from app.api.errors import ERROR_RESPONSES, error_response
 from app.api.schemas import (
     SESSION_ID_PATTERN,
     ChunkView,
+    EventsPage,
     MemoryCall,
     MemoryResponse,
     RecallRequest,
@@ -31,7 +32,7 @@ from app.services.context import ServiceContext
 from app.services.memory import remember
 from app.services.memory_tool import call_memory, definitions
 from app.services.recall import recall_query
-from app.services.sessions import read_chunk, session_status
+from app.services.sessions import list_events, read_chunk, session_status
 from app.services.turn_plan import TurnInput
 from app.services.turns import run_turn
 
@@ -125,6 +126,26 @@ async def post_recall(
 async def get_status(session_id: SessionId, ctx: Context, tenant: Reader) -> dict[str, Any]:
     """Watermark, level, counts, notes and the last offload of a session."""
     return await session_status(ctx, tenant, session_id)
+
+
+@router.get(
+    "/sessions/{session_id}/events",
+    response_model=EventsPage,
+    responses=ERROR_RESPONSES,
+    tags=["sessions"],
+)
+async def get_events(
+    session_id: SessionId,
+    ctx: Context,
+    tenant: Reader,
+    after: Annotated[int, Query(ge=0, le=2**62, description="Events with ids above this.")] = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    kind: Annotated[str | None, Query(max_length=32)] = None,
+) -> dict[str, Any]:
+    """The session's event log, oldest first: one `turn` event per turn with what it decided
+    and measured, so a wrong answer can be traced to not stored, not found, found but not in
+    the top k, or in the window but answered wrong."""
+    return await list_events(ctx, tenant, session_id, after=after, limit=limit, kind=kind)
 
 
 @router.get(

@@ -187,6 +187,23 @@ class StatusView(BaseModel):
     last_offload: dict[str, Any] | None
 
 
+class EventView(BaseModel):
+    id: int
+    turn: int | None
+    kind: str = Field(description="turn, remember, forget_requested, forget")
+    created_at: str
+    payload: dict[str, Any] = Field(
+        description="For a turn: trigger_ratio, offload (tokens_freed, chunks_offloaded, …), "
+        "recall (query_raw, query_rewritten, recall_ids, rerank_scores, final_k, …), "
+        "timings_ms per stage, fallback_flag, notes, facts."
+    )
+
+
+class EventsPage(BaseModel):
+    events: list[EventView]
+    next_after: int | None = Field(description="Pass as `after` for the next page.")
+
+
 class ErrorDetail(BaseModel):
     code: str
     message: str

@@ -120,3 +120,31 @@ async def read_chunk(
     if chunk is None:
         raise ChunkNotFound("no such chunk in this session", chunk_id=chunk_id)
     return chunk_view(chunk)
+
+
+async def list_events(
+    ctx: ServiceContext,
+    tenant_id: str,
+    session_id: str,
+    *,
+    after: int,
+    limit: int,
+    kind: str | None,
+) -> dict[str, Any]:
+    """A page of the session's event log; `next_after` continues it (None: no more now)."""
+    async with ctx.database.transaction() as db:
+        await owned_session(db, tenant_id, session_id)
+        rows = await event_store.events_after(db, session_id, after, limit, kind)
+    return {
+        "events": [
+            {
+                "id": row.id,
+                "turn": row.turn,
+                "kind": row.kind,
+                "created_at": row.created_at.isoformat(),
+                "payload": row.payload,
+            }
+            for row in rows
+        ],
+        "next_after": rows[-1].id if len(rows) == limit else None,
+    }

@@ -168,7 +168,7 @@ async def _attempt(ctx: ServiceContext, inp: TurnInput) -> dict[str, Any]:
     response = _response(inp, snap, outcome, prompt, timings)
     clock = Stopwatch(started=started, write_started=time.perf_counter())
     await commit_turn(ctx, inp, snap, outcome, response, clock)
-    record_metrics(response)
+    metrics.observe_turn(response)
     return response
 
 
@@ -363,16 +363,3 @@ def _update_session_row(row: SessionRow, outcome: Outcome) -> None:
     if plan.offloaded:
         row.last_offload_turn = plan.turn
     row.offload_until_tokens = None  # a manual offload is carried out by one turn
-
-
-def record_metrics(response: dict[str, Any]) -> None:
-    usage, offload = response["usage"], response["offload"]
-    metrics.TURNS.labels(level=usage["level"]).inc()
-    metrics.WATERMARK.observe(usage["trigger_ratio"])
-    metrics.TURN_SECONDS.observe(response["timings_ms"].get("total", 0.0) / 1000)
-    if offload["triggered"]:
-        metrics.OFFLOADS.inc()
-        metrics.CHUNKS_OFFLOADED.inc(len(offload["chunk_ids"]))
-        metrics.TOKENS_FREED.inc(offload["tokens_freed"])
-    for reason in {offload["fallback"], response["recall"]["fallback"]} - {None}:
-        metrics.FALLBACKS.labels(reason=reason).inc()

@@ -47,3 +47,18 @@ async def injected_chunk_ids(db: AsyncSession, session_id: str, turn: int) -> li
     if event is None:
         return []
     return list(event.payload.get("recall", {}).get("recall_ids", []))
+
+
+async def events_after(
+    db: AsyncSession, session_id: str, after: int, limit: int, kind: str | None
+) -> list[EventRow]:
+    """The session's events with ids above `after`, oldest first (keyset paging)."""
+    statement = (
+        select(EventRow)
+        .where(EventRow.session_id == session_id, EventRow.id > after)
+        .order_by(EventRow.id)
+        .limit(limit)
+    )
+    if kind is not None:
+        statement = statement.where(EventRow.kind == kind)
+    return list((await db.execute(statement)).scalars())

@@ -25,6 +25,7 @@ DATABASE_VARIABLES = frozenset({"DATABASE_URL", "EBBTIDE_DATABASE_URL"})
 class LiveServer:
     base: str
     database_url: str
+    log: Path  # JSON lines, one per request among them
 
 
 def free_loopback_port() -> int:
@@ -53,7 +54,7 @@ def serving(env: dict[str, str], log: Path) -> Iterator[str]:
     yields its base URL, then stops it and checks it shut down cleanly."""
     port = free_loopback_port()
     full_env = {k: v for k, v in os.environ.items() if k not in DATABASE_VARIABLES}
-    full_env.update(HOST="127.0.0.1", PORT=str(port), EBBTIDE_LOG_LEVEL="warning", **env)
+    full_env.update(HOST="127.0.0.1", PORT=str(port), EBBTIDE_LOG__FORMAT="json", **env)
     with log.open("wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "serve"],
@@ -88,4 +89,4 @@ def live_server(database_url: str, log: Path) -> Iterator[LiveServer]:
     """Serves `database_url` (serve migrates it) with the hash embedder."""
     env = {"DATABASE_URL": database_url, "EBBTIDE_EMBEDDER__KIND": "hash"}
     with serving(env, log) as base:
-        yield LiveServer(base, database_url)
+        yield LiveServer(base, database_url, log)

@@ -23,6 +23,11 @@ def test_committed_openapi_schema_is_current(tmp_path: Path) -> None:
         "/sessions/{session_id}/turn",
         "/sessions/{session_id}/status",
         "/sessions/{session_id}/chunks/{chunk_id}",
+        "/sessions/{session_id}/events",
+        "/sessions/{session_id}/recall",
+        "/sessions/{session_id}/remember",
+        "/sessions/{session_id}/memory",
+        "/tools/memory",
         "/healthz",
         "/readyz",
         "/metrics",
@@ -61,3 +66,47 @@ def test_dockerfile_is_multi_stage_non_root_with_a_healthcheck() -> None:
     assert any(line.startswith("HEALTHCHECK") for line in lines)
     assert any("/healthz" in line for line in lines)
     assert lines[-1] == 'CMD ["ebbtide", "serve"]'
+
+
+def test_compose_scrapes_the_app_with_prometheus() -> None:
+    compose = load_compose()
+    prometheus = compose["services"]["prometheus"]
+    assert prometheus["image"].startswith("prom/prometheus:")
+    mounts = dict(volume.split(":", 1) for volume in prometheus["volumes"])
+    config_file = mounts["./deploy/prometheus/prometheus.yml"].removesuffix(":ro")
+    assert f"--config.file={config_file}" in prometheus["command"]
+    assert mounts["promdata"] == "/prometheus" and "promdata" in compose["volumes"]
+    assert prometheus["ports"] == ["127.0.0.1:9090:9090"]
+    config = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
+    [job] = config["scrape_configs"]
+    assert job["metrics_path"] == "/metrics"
+    assert job["static_configs"][0]["targets"] == [
+        f"app:{compose['services']['app']['environment']['PORT']}"
+    ]
+
+
+def test_compose_provisions_grafana_with_the_datasource_and_the_dashboard() -> None:
+    compose = load_compose()
+    grafana = compose["services"]["grafana"]
+    assert grafana["image"].startswith("grafana/grafana:")
+    assert grafana["ports"] == ["127.0.0.1:3000:3000"] and "grafanadata" in compose["volumes"]
+    mounts = {
+        source: target.removesuffix(":ro")
+        for source, target in (volume.split(":", 1) for volume in grafana["volumes"])
+    }
+    assert mounts["./deploy/grafana/provisioning"] == "/etc/grafana/provisioning"
+    provisioning = ROOT / "deploy/grafana/provisioning"
+    [source] = yaml.safe_load((provisioning / "datasources/prometheus.yml").read_text())[
+        "datasources"
+    ]
+    assert source["type"] == "prometheus" and source["url"] == "http://prometheus:9090"
+    [provider] = yaml.safe_load((provisioning / "dashboards/ebbtide.yml").read_text())["providers"]
+    assert mounts["./deploy/grafana/dashboards"] == provider["options"]["path"]
+    dashboard = json.loads((ROOT / "deploy/grafana/dashboards/ebbtide.json").read_text())
+    assert dashboard["uid"] == "ebbtide" and dashboard["panels"]
+    for panel in dashboard["panels"]:
+        assert panel["datasource"]["uid"] == source["uid"] and panel["targets"], panel["title"]
+
+
+def test_compose_app_logs_json() -> None:
+    assert load_compose()["services"]["app"]["environment"]["EBBTIDE_LOG__FORMAT"] == "json"
