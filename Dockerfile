@@ -18,7 +18,7 @@ COPY --chown=ebbtide:ebbtide alembic.ini ./
 COPY --chown=ebbtide:ebbtide alembic ./alembic
 COPY --chown=ebbtide:ebbtide app ./app
 USER ebbtide
-ENV HOST=0.0.0.0 PORT=8000 EBBTIDE_DATA_DIR=/home/ebbtide/data
+ENV HOST=0.0.0.0 PORT=8000 EBBTIDE_DATA_DIR=/home/ebbtide/data EBBTIDE_LOG__FORMAT=json
 EXPOSE 8000
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
     CMD curl -fsS "http://127.0.0.1:${PORT}/healthz" || exit 1

@@ -108,5 +108,9 @@ def test_compose_provisions_grafana_with_the_datasource_and_the_dashboard() -> N
         assert panel["datasource"]["uid"] == source["uid"] and panel["targets"], panel["title"]
 
 
-def test_compose_app_logs_json() -> None:
+def test_the_image_and_the_compose_app_log_json() -> None:
     assert load_compose()["services"]["app"]["environment"]["EBBTIDE_LOG__FORMAT"] == "json"
+    env = [
+        line for line in (ROOT / "Dockerfile").read_text().splitlines() if line.startswith("ENV ")
+    ]
+    assert any("EBBTIDE_LOG__FORMAT=json" in line.split() for line in env)
