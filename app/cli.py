@@ -1,4 +1,5 @@
-"""`ebbtide serve | migrate | mcp | keys | reembed | eval | encryption | purge | openapi`."""
+"""The `ebbtide` command: serve, migrate, mcp, keys, reembed, eval, bench, encryption, purge,
+openapi."""
 
 from __future__ import annotations
 
@@ -281,6 +282,18 @@ async def run_eval(
     print(f"ebbtide: report written to {out}/report.md")
 
 
+def bench(settings: Settings, args: argparse.Namespace) -> None:
+    from app.bench import BenchConfig, run_bench
+
+    config = BenchConfig.quick() if args.quick else BenchConfig()
+    command = "ebbtide bench " + " ".join(sys.argv[2:])
+    results = run_bench(config, args.out, settings.data_dir, command)
+    for target in results["targets"]:
+        verdict = "met" if target["met"] else "NOT met"
+        print(f"ebbtide: {target['target']}: {target['value']} ({verdict})")
+    print(f"ebbtide: {args.out}/bench.json and bench.md written in {results['seconds']} s")
+
+
 def write_openapi(path: Path) -> None:
     from app.main import create_app
 
@@ -328,6 +341,11 @@ def main(argv: list[str] | None = None) -> None:
     purging.add_argument(
         "--older-than-days", type=float, default=None, help="default: EBBTIDE_RETENTION__DAYS"
     )
+    benchmark = commands.add_parser(
+        "bench", help="per-turn cost, history and archive growth, throughput, against the floor"
+    )
+    benchmark.add_argument("--out", type=Path, default=Path("out/bench"))
+    benchmark.add_argument("--quick", action="store_true", help="small sizes, about 2 min")
     openapi = commands.add_parser("openapi", help="write the OpenAPI schema")
     openapi.add_argument("--out", type=Path, default=Path("openapi/openapi.json"))
     args = parser.parse_args(argv)
@@ -348,6 +366,8 @@ def main(argv: list[str] | None = None) -> None:
         encryption(settings, args)
     elif args.command == "purge":
         purge(settings, args)
+    elif args.command == "bench":
+        bench(settings, args)
     elif args.command == "openapi":
         write_openapi(args.out)
 

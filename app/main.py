@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager, suppress
 from fastapi import FastAPI
 
 from app.api.errors import BodySizeLimit, install_error_handlers
+from app.api.floor import router as floor_router
 from app.api.mcp import bearer_from_headers, build_mcp
 from app.api.observability import RequestObserver
 from app.api.routes import router
@@ -138,6 +139,8 @@ def create_app(
         app.state.context = context  # test clients may not run the lifespan
     install_error_handlers(app)
     app.include_router(router)
+    if settings.floor_endpoint:
+        app.include_router(floor_router)
     mcp = build_mcp(lambda: app.state.context, bearer_from_headers)
     # Stateless with JSON answers: any replica serves any call. DNS-rebinding protection is on
     # when serving loopback (development mode, no keys); elsewhere every call needs a key.

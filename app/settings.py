@@ -215,6 +215,9 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", validation_alias=AliasChoices("HOST", "EBBTIDE_HOST"))
     port: int = Field(8000, validation_alias=AliasChoices("PORT", "EBBTIDE_PORT"))
     default_model: str | None = None
+    floor_endpoint: bool = Field(
+        False, description="Serve POST /bench/floor/{id}, the benchmark's reference endpoint."
+    )
 
     budget: BudgetSettings = BudgetSettings()
     chunks: ChunkSettings = ChunkSettings()

@@ -146,13 +146,33 @@ def _render(items: Sequence[_Item]) -> str:
 def render(
     body: NotesBody, facts: Sequence[Fact], *, cap_tokens: int, count: Callable[[str], int]
 ) -> str:
-    """The notes block within `cap_tokens`, lowest-priority and oldest items cut first."""
+    """The notes block within `cap_tokens`, lowest-priority and oldest items cut first.
+
+    Each line is counted once and lines are dropped against the sum, so the cost is linear
+    in the number of items (re-counting the whole block after every drop made a session
+    with hundreds of facts spend most of each offload here). Lines tokenize almost
+    additively; the exact count of the result is checked and the loop goes on if needed."""
     items = _items(body, facts)
-    text = _render(items)
-    while items and count(text) > cap_tokens:
-        victim = min(items, key=lambda i: (i.priority, i.order))
-        items.remove(victim)
-        text = _render(items)
+    line_cost = [count(f"- {item.text}") + 1 for item in items]
+    header_cost = {section: count(f"[{section}]") + 1 for section in SECTIONS}
+    per_section: dict[str, int] = {}
+    for item in items:
+        per_section[item.section] = per_section.get(item.section, 0) + 1
+    estimate = sum(line_cost) + sum(header_cost[s] for s in per_section)
+    dropped: set[int] = set()
+    for index in sorted(range(len(items)), key=lambda i: (items[i].priority, items[i].order)):
+        if estimate <= cap_tokens:
+            break
+        dropped.add(index)
+        estimate -= line_cost[index]
+        per_section[items[index].section] -= 1
+        if per_section[items[index].section] == 0:
+            estimate -= header_cost[items[index].section]
+    kept = [item for index, item in enumerate(items) if index not in dropped]
+    text = _render(kept)
+    while kept and count(text) > cap_tokens:
+        kept.remove(min(kept, key=lambda i: (i.priority, i.order)))
+        text = _render(kept)
     return text
 
 

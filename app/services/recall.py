@@ -27,6 +27,7 @@ from app.settings import Settings
 from app.store import events as event_store
 from app.store import recall as recall_store
 from app.store import sessions as session_store
+from app.store.database import Database
 from app.store.models import ChunkRow
 
 EMBEDDER_UNAVAILABLE = "embedder_unavailable"
@@ -110,26 +111,53 @@ async def embed_query(ctx: ServiceContext, text: str) -> list[float] | None:
         return None
 
 
+async def search_archive(
+    database: Database,
+    session_id: str,
+    *,
+    model: str,
+    qvec: list[float] | None,
+    terms: Sequence[str],
+    limit: int,
+    ef_search: int,
+) -> tuple[list[tuple[ChunkRow, float]], list[ChunkRow]]:
+    """Vector and lexical candidates. On a pool they run at once on two connections (the
+    stage takes the slower of the two, not their sum); a database bound to one connection
+    (the tests') runs them one after the other."""
+
+    async def by_vector() -> list[tuple[ChunkRow, float]]:
+        if qvec is None:
+            return []
+        async with database.transaction() as db:
+            return await recall_store.vector_candidates(
+                db, session_id, model, qvec, limit, ef_search
+            )
+
+    async def by_terms() -> list[ChunkRow]:
+        async with database.transaction() as db:
+            return await recall_store.lexical_candidates(db, session_id, terms, limit)
+
+    if database.single_connection:
+        return await by_vector(), await by_terms()
+    return await asyncio.gather(by_vector(), by_terms())
+
+
 async def _candidates(
     ctx: ServiceContext, session_id: str, query: RewrittenQuery, qvec: list[float] | None
 ) -> list[Candidate]:
     settings = ctx.settings.recall
-    found: dict[str, Candidate] = {}
-    async with ctx.database.transaction() as db:
-        if qvec is not None:
-            for row, score in await recall_store.vector_candidates(
-                db,
-                session_id,
-                ctx.embedder.model_name,
-                qvec,
-                settings.candidates,
-                settings.hnsw_ef_search,
-            ):
-                found[row.id] = _from_row(row, score)
-        for row in await recall_store.lexical_candidates(
-            db, session_id, query.terms, settings.candidates
-        ):
-            found.setdefault(row.id, _from_row(row, None))
+    vector_rows, lexical_rows = await search_archive(
+        ctx.database,
+        session_id,
+        model=ctx.embedder.model_name,
+        qvec=qvec,
+        terms=query.terms,
+        limit=settings.candidates,
+        ef_search=settings.hnsw_ef_search,
+    )
+    found: dict[str, Candidate] = {row.id: _from_row(row, score) for row, score in vector_rows}
+    for row in lexical_rows:
+        found.setdefault(row.id, _from_row(row, None))
     return list(found.values())
 
 

@@ -91,6 +91,7 @@ class Snapshot:
     notes_tokens: int = 0
     notes_body: NotesBody = field(default_factory=NotesBody)
     notes_needs_rebuild: bool = False
+    notes_exists: bool = False  # the notes row is there (written by an earlier turn)
     facts: Sequence[Fact] = ()
     has_chunks: bool = False
 

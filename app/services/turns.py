@@ -48,16 +48,15 @@ class ReplayResponse(Exception):
 
 async def load_snapshot(ctx: ServiceContext, inp: TurnInput) -> Snapshot:
     async with ctx.database.transaction() as db:
-        row = await session_store.get_session(db, inp.session_id)
-        if row is None:
+        found = await session_store.session_with_notes(db, inp.session_id)
+        if found is None:
             return Snapshot(exists=False)
+        row, notes, has_chunks = found
         if row.tenant_id != inp.tenant_id:
             raise SessionNotFound("no such session", session_id=inp.session_id)
         if inp.idempotency_key:
             await _check_replay(db, inp)
         window = await session_store.window_messages(db, inp.session_id)
-        notes = await session_store.notes_for(db, inp.session_id)
-        has_chunks = await chunk_store.has_chunks(db, inp.session_id)
         facts = await fact_store.current_facts(db, inp.session_id)
     return Snapshot(
         exists=True,
@@ -80,6 +79,7 @@ async def load_snapshot(ctx: ServiceContext, inp: TurnInput) -> Snapshot:
         notes_tokens=notes.tokens if notes else 0,
         notes_body=NotesBody.from_json(notes.body) if notes else NotesBody(),
         notes_needs_rebuild=notes.needs_rebuild if notes else False,
+        notes_exists=notes is not None,
         facts=facts,
         has_chunks=has_chunks,
     )
@@ -316,7 +316,7 @@ async def commit_turn(
             ctx.embedder.model_name,
         )
         await session_store.mark_offloaded(db, inp.session_id, batch.chunk_of())
-        await _write_notes(db, inp.session_id, plan.turn, outcome.notes)
+        await _write_notes(db, inp.session_id, plan.turn, outcome.notes, snap)
         _update_session_row(row, outcome)
         clock.finish(response)
         await event_store.record_event(
@@ -328,13 +328,23 @@ async def commit_turn(
             )
 
 
-async def _write_notes(db: AsyncSession, session_id: str, turn: int, notes: NotesUpdate) -> None:
+async def _write_notes(
+    db: AsyncSession, session_id: str, turn: int, notes: NotesUpdate, snap: Snapshot
+) -> None:
     changes = notes.changes
     ids = await fact_store.insert_facts(db, session_id, changes.new, turn)
     for old, by in changes.superseded:
         await fact_store.supersede(db, session_id, old, ids[by] if by is not None else None)
     for fact_id in changes.resolved:
         await fact_store.resolve(db, session_id, fact_id, turn)
+    unchanged = (
+        snap.notes_exists
+        and notes.rendered is None
+        and notes.body == snap.notes_body
+        and notes.needs_rebuild == snap.notes_needs_rebuild
+    )
+    if unchanged:  # most turns: skip the round trip
+        return
     await fact_store.save_notes(
         db,
         session_id,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import delete, exists, func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.types import ChunkDraft
@@ -48,11 +48,6 @@ async def insert_chunks(
 
 async def get_chunk(db: AsyncSession, session_id: str, chunk_id: str) -> ChunkRow | None:
     return await db.get(ChunkRow, (session_id, chunk_id))
-
-
-async def has_chunks(db: AsyncSession, session_id: str) -> bool:
-    """Whether C3 holds anything for the session (recall is skipped while it is empty)."""
-    return bool(await db.scalar(select(exists().where(ChunkRow.session_id == session_id))))
 
 
 async def chunks_to_reembed(

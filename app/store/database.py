@@ -39,9 +39,16 @@ class Database:
     """Owns the engine. Tests bind it to one connection inside an outer transaction
     (`Database.bound`) so each test rolls back whatever the code under test committed."""
 
-    def __init__(self, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession]) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        sessions: async_sessionmaker[AsyncSession],
+        *,
+        single_connection: bool = False,
+    ) -> None:
         self.engine = engine
         self._sessions = sessions
+        self.single_connection = single_connection  # no two transactions at once
 
     @classmethod
     def connect(cls, url: str, *, pool_size: int = 10) -> Database:
@@ -53,7 +60,7 @@ class Database:
         sessions = async_sessionmaker(
             bind=connection, expire_on_commit=False, join_transaction_mode="create_savepoint"
         )
-        return cls(connection.engine, sessions)
+        return cls(connection.engine, sessions, single_connection=True)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:

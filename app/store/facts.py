@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select, union_all, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -29,21 +29,26 @@ def _fact(row: FactRow) -> Fact:
 
 
 async def current_facts(db: AsyncSession, session_id: str) -> list[Fact]:
-    """Active facts, and the few most recently resolved pending actions (for `done`)."""
-    active = await db.execute(
-        select(FactRow)
-        .where(FactRow.session_id == session_id, FactRow.status == FactStatus.ACTIVE)
-        .order_by(FactRow.id)
+    """Active facts, and the few most recently resolved pending actions (for `done`), in one
+    round trip: every turn reads them."""
+    active = select(FactRow).where(
+        FactRow.session_id == session_id, FactRow.status == FactStatus.ACTIVE
     )
-    resolved = await db.execute(
+    resolved = (
         select(FactRow)
         .where(FactRow.session_id == session_id, FactRow.status == FactStatus.RESOLVED)
         .order_by(FactRow.resolved_at_turn.desc(), FactRow.id.desc())
         .limit(RECENT_RESOLVED)
     )
-    return [_fact(r) for r in active.scalars()] + [
-        _fact(r) for r in reversed(list(resolved.scalars()))
-    ]
+    rows = list(
+        (await db.execute(select(FactRow).from_statement(union_all(active, resolved)))).scalars()
+    )
+    kept = sorted((r for r in rows if r.status == FactStatus.ACTIVE), key=lambda r: r.id)
+    done = sorted(
+        (r for r in rows if r.status == FactStatus.RESOLVED),
+        key=lambda r: (r.resolved_at_turn or 0, r.id),
+    )
+    return [_fact(r) for r in kept] + [_fact(r) for r in done]
 
 
 async def insert_facts(

@@ -7,9 +7,14 @@ from collections.abc import Sequence
 from sqlalchemy import Select, cast, func, literal, select, text
 from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import defer
 
 from app.store.models import ChunkRow
 from app.store.sealing import blind_terms
+
+# Candidates need their text and place, not their vector (the score comes from SQL) nor their
+# lexical terms: parsing 384 floats per row was most of the search stage's Python time.
+UNUSED_COLUMNS = (defer(ChunkRow.embedding), defer(ChunkRow.lexical))
 
 
 def _vector_query(
@@ -20,6 +25,7 @@ def _vector_query(
     order = distance + 0 if exact else distance
     return (
         select(ChunkRow, (1 - distance).label("score"))
+        .options(*UNUSED_COLUMNS)
         .where(ChunkRow.session_id == session_id, ChunkRow.embedding_model == model)
         .order_by(order)
         .limit(limit)
@@ -58,6 +64,7 @@ async def lexical_candidates(
     query = cast(literal(tsquery_any(blind_terms(terms))), TSQUERY)
     statement = (
         select(ChunkRow)
+        .options(*UNUSED_COLUMNS)
         .where(ChunkRow.session_id == session_id, ChunkRow.lexical.bool_op("@@")(query))
         .order_by(func.ts_rank(ChunkRow.lexical, query).desc(), ChunkRow.turn_start.desc())
         .limit(limit)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from sqlalchemy import func, select, update
+from sqlalchemy import exists, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -14,6 +14,21 @@ from app.store.models import DEFAULT_TENANT, ChunkRow, MessageRow, NoteRow, Sess
 
 async def get_session(db: AsyncSession, session_id: str) -> SessionRow | None:
     return await db.get(SessionRow, session_id)
+
+
+async def session_with_notes(
+    db: AsyncSession, session_id: str
+) -> tuple[SessionRow, NoteRow | None, bool] | None:
+    """The session, its notes and whether it has chunks, in one round trip (every turn
+    starts with it); None for an unknown session."""
+    has_chunks = exists().where(ChunkRow.session_id == SessionRow.id).label("has_chunks")
+    result = await db.execute(
+        select(SessionRow, NoteRow, has_chunks)
+        .outerjoin(NoteRow, NoteRow.session_id == SessionRow.id)
+        .where(SessionRow.id == session_id)
+    )
+    row = result.one_or_none()
+    return None if row is None else (row[0], row[1], bool(row[2]))
 
 
 async def lock_session(db: AsyncSession, session_id: str) -> SessionRow | None:

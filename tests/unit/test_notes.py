@@ -82,6 +82,28 @@ def test_over_the_cap_done_goes_first_and_constraints_last() -> None:
     assert COUNT(tiny) <= 20 and "only rule 4" in tiny and "done" not in tiny
 
 
+def test_the_cap_holds_when_lines_do_not_add_up_to_the_block() -> None:
+    def lumpy(text: str) -> int:  # a block costs more than its lines: the estimate is short
+        return COUNT(text) + 3 * text.count("\n")
+
+    facts = [fact(FactKind.CONSTRAINT, f"only rule {i}", i) for i in range(8)]
+    notes = render(NotesBody(), facts, cap_tokens=30, count=lumpy)
+    assert lumpy(notes) <= 30 and "only rule 7" in notes and "only rule 0" not in notes
+
+
+def test_many_facts_are_cut_to_the_cap_with_each_line_counted_once() -> None:
+    calls: list[str] = []
+
+    def counting(text: str) -> int:
+        calls.append(text)
+        return COUNT(text)
+
+    facts = [fact(FactKind.CONSTRAINT, f"only rule {i}", i) for i in range(400)]
+    notes = render(NotesBody(), facts, cap_tokens=100, count=counting)
+    assert COUNT(notes) <= 100 and "only rule 399" in notes
+    assert len(calls) < 420  # 400 lines and a few headers, not a recount per dropped line
+
+
 def test_notes_that_drop_or_weaken_a_constraint_are_caught() -> None:
     facts = [
         fact(FactKind.CONSTRAINT, "Only ship from the East-China warehouse"),

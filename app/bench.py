@@ -1,0 +1,465 @@
+"""`ebbtide bench`: what Ebbtide adds to a turn, measured against the floor in one run.
+
+Sections (issue: bench), each bounded in count and time:
+1. per-turn latency (client and server stages) for never-triggered turns, steady-state turns
+   that recall, and turns that offload; the floor (`POST /bench/floor/{id}`: store the
+   messages, return them) is posted alternately with the never-triggered turns;
+2. per-turn cost along one session's history (turn 10 … 5,000);
+3. recall search latency (query embedding excluded) with 1k … 100k chunks in one session,
+   loaded with COPY;
+4. throughput at 1 … 64 concurrent sessions, with the server's peak RSS;
+5. local embedder cost: queries, and passages by batch size.
+
+Sections 1 and 4 run on a real `ebbtide serve` with the local embedder (the default); 2 on one
+with the hash embedder, so that it shows Ebbtide's own cost as history grows (embedding cost
+does not depend on history and is section 5); 3 and 5 in this process against the same
+embedded Postgres. Every server listens on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from app.bench_report import markdown
+from app.core.stats import percentiles
+from app.store.embedded import drop_database, fresh_database, start_embedded
+
+
+def _vocabulary(size: int) -> list[str]:
+    """English words that are one token each in cl100k (so N words are about N tokens, as in
+    conversation), in the tokenizer's own order, which roughly follows frequency."""
+    import tiktoken
+
+    from app.providers.tokenizer import DEFAULT_ENCODING
+
+    encoding = tiktoken.get_encoding(DEFAULT_ENCODING)
+    words: list[str] = []
+    for token in range(encoding.n_vocab):
+        try:
+            text = encoding.decode_single_token_bytes(token).decode()
+        except (KeyError, UnicodeDecodeError):
+            continue
+        if text.startswith(" ") and text[1:].isalpha() and text[1:].islower() and len(text) > 4:
+            words.append(text[1:])
+        if len(words) == size:
+            break
+    return words
+
+
+VOCABULARY = _vocabulary(4000)
+# Zipf weights: a few words are everywhere, most are rare, as in conversation (a short fixed
+# list would put every term in every chunk and make lexical search look pathological).
+ZIPF_WEIGHTS = [1.0 / rank for rank in range(1, len(VOCABULARY) + 1)]
+START_TIMEOUT_S = 180
+TURN_TIMEOUT_S = 120
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    warm_up_turns: int = 30  # load the embedder, fill the pools
+    latency_turns: int = 200
+    steady_warm_up_turns: int = 40  # until the steady session has an archive to search
+    steady_turns: int = 200
+    history_points: tuple[int, ...] = (10, 100, 1000, 5000)
+    history_window: int = 10  # turns measured from each point on
+    archive_sizes: tuple[int, ...] = (1_000, 10_000, 100_000)
+    archive_queries: int = 200
+    concurrency: tuple[int, ...] = (1, 4, 16, 64)
+    session_turns: int = 12
+    embed_reps: int = 30
+    seed: int = 7
+
+    @classmethod
+    def quick(cls) -> BenchConfig:
+        return cls(
+            latency_turns=30,
+            steady_turns=40,
+            history_points=(10, 100, 300),
+            history_window=6,
+            archive_sizes=(1_000, 5_000),
+            archive_queries=50,
+            concurrency=(1, 4),
+            session_turns=8,
+            embed_reps=5,
+        )
+
+
+def sentence(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choices(VOCABULARY, weights=ZIPF_WEIGHTS, k=words))
+
+
+# --- the server under test ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Server:
+    base: str
+    pid: int
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def serving(database_url: str, embedder: str, log: Path) -> Iterator[Server]:
+    """`ebbtide serve` on loopback with the floor endpoint, stopped at the end."""
+    port = _free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "HOST": "127.0.0.1",
+        "PORT": str(port),
+        "EBBTIDE_EMBEDDER__KIND": embedder,
+        "EBBTIDE_FLOOR_ENDPOINT": "true",
+        "EBBTIDE_LOG__LEVEL": "warning",
+    }
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve"], env=env, stdout=out, stderr=out
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the bench server did not start; see {log}")
+            try:
+                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.3)
+        yield Server(base, process.pid)
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of the server process (and its children, e.g. the embedder's)."""
+    total = 0
+    for candidate in [pid, *_children(pid)]:
+        try:
+            for line in Path(f"/proc/{candidate}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except FileNotFoundError:
+            continue
+    return round(total / 1024, 1)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        found = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except FileNotFoundError:
+        return []
+    kids = [int(child) for child in found]
+    return kids + [grandchild for kid in kids for grandchild in _children(kid)]
+
+
+@dataclass
+class Timed:
+    client_ms: float
+    server: dict[str, float]
+    offloaded: bool
+    recalled: bool
+    searched: bool  # recall searched the archive (it was there, recall not off)
+
+
+async def post_turn(client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> Timed:
+    started = time.perf_counter()
+    response = await client.post(path, json=body)
+    elapsed = (time.perf_counter() - started) * 1000
+    response.raise_for_status()
+    data = response.json()
+    return Timed(
+        client_ms=elapsed,
+        server=data.get("timings_ms", {}),
+        offloaded=bool(data.get("offload", {}).get("triggered")),
+        recalled=bool(data.get("recall", {}).get("hits")),
+        searched="recall_search" in data.get("timings_ms", {}),
+    )
+
+
+def turn_body(rng: random.Random, t: int, window: int, words: int, recall: str) -> dict[str, Any]:
+    messages = []
+    if t:
+        messages.append({"role": "assistant", "content": f"[a{t}] {sentence(rng, words // 2)}"})
+    messages.append({"role": "user", "content": f"[u{t}] {sentence(rng, words)}"})
+    return {"messages": messages, "context_window": window, "recall": recall}
+
+
+def _summary(samples: Sequence[Timed]) -> dict[str, Any]:
+    stages = sorted({k for s in samples for k in s.server})
+    return {
+        "client_ms": percentiles([s.client_ms for s in samples]),
+        "server_ms": {
+            k: percentiles([s.server[k] for s in samples if k in s.server]) for k in stages
+        },
+    }
+
+
+# --- 1. per-turn latency against the floor ------------------------------------------------------
+
+
+async def per_turn_latency(server: Server, config: BenchConfig) -> dict[str, Any]:
+    rng = random.Random(config.seed)
+    async with httpx.AsyncClient(base_url=server.base, timeout=TURN_TIMEOUT_S) as client:
+        await _warm_up(client, rng, config.warm_up_turns)
+        never: list[Timed] = []
+        floor: list[Timed] = []
+        for i in range(config.latency_turns):
+            session = f"never-{i // 10}"
+            body = turn_body(rng, i % 10, 128_000, 80, "auto")
+            floor.append(await post_turn(client, f"/bench/floor/floor-{i // 10}", body))
+            never.append(await post_turn(client, f"/sessions/{session}/turn", body))
+        steady: list[Timed] = []
+        for t in range(config.steady_warm_up_turns + config.steady_turns):
+            body = turn_body(rng, t, 4000, 110, "force")
+            timed = await post_turn(client, "/sessions/steady/turn", body)
+            if t >= config.steady_warm_up_turns:
+                steady.append(timed)
+    return {
+        "floor": _summary(floor),
+        "never_triggered": _summary(never),
+        "steady_with_recall": _summary([s for s in steady if not s.offloaded]),
+        "offload_turns": _summary([s for s in steady if s.offloaded]),
+        "steady_recall_hit_share": round(sum(s.recalled for s in steady) / max(1, len(steady)), 3),
+    }
+
+
+async def _warm_up(client: httpx.AsyncClient, rng: random.Random, turns: int) -> None:
+    """Loads the embedder and fills the connection pool before anything is timed."""
+    for t in range(turns):
+        await post_turn(client, "/sessions/warm-up/turn", turn_body(rng, t, 4000, 110, "force"))
+        await post_turn(client, "/bench/floor/warm-up", turn_body(rng, t, 4000, 20, "auto"))
+
+
+# --- 2. growth with history ---------------------------------------------------------------------
+
+
+async def history_growth(server: Server, config: BenchConfig) -> dict[str, Any]:
+    """One session of short turns in a 1,024-token window: it offloads from about turn 8 on,
+    and from then every turn searches the archive (auto mode). The figure at turn N is over
+    the turns N, N+1, … (`history_window` of them) that searched and did not offload;
+    `bookkeeping` is the server time without recall and embedding (reads, token accounting,
+    notes, assembly, writes), the part that must not grow with history."""
+    rng = random.Random(config.seed + 1)
+    last = max(config.history_points) + config.history_window - 1
+    by_turn: dict[int, Timed] = {}
+    async with httpx.AsyncClient(base_url=server.base, timeout=TURN_TIMEOUT_S) as client:
+        for t in range(1, last + 1):
+            by_turn[t] = await post_turn(
+                client, "/sessions/history/turn", turn_body(rng, t, 1024, 40, "auto")
+            )
+    points = {}
+    for point in config.history_points:
+        window = [
+            by_turn[t]
+            for t in range(point, point + config.history_window)
+            if by_turn[t].searched and not by_turn[t].offloaded
+        ]
+        summary = _summary(window)
+        bookkeeping = [
+            s.server["total"] - s.server.get("recall", 0.0) - s.server.get("embed", 0.0)
+            for s in window
+        ]
+        points[str(point)] = {
+            "server_total_ms_p50": summary["server_ms"].get("total", {}).get("p50", 0.0),
+            "bookkeeping_ms_p50": percentiles(bookkeeping)["p50"],
+            "recall_ms_p50": summary["server_ms"].get("recall", {}).get("p50", 0.0),
+            "client_ms_p50": summary["client_ms"]["p50"],
+            "turns_measured": len(window),
+            "server_ms": summary["server_ms"],
+        }
+    return {"points": points, "offloads": sum(s.offloaded for s in by_turn.values())}
+
+
+# --- 3. growth with archive size ----------------------------------------------------------------
+
+
+async def archive_growth(database_url: str, config: BenchConfig) -> dict[str, Any]:
+    from app.services import archive_bench
+
+    return await archive_bench.measure(
+        database_url, config.archive_sizes, config.archive_queries, config.seed
+    )
+
+
+# --- 4. throughput ------------------------------------------------------------------------------
+
+
+async def throughput(server: Server, config: BenchConfig) -> dict[str, Any]:
+    """Each level: that many new sessions at once, each posting `session_turns` turns in a
+    2,048-token window, so every session goes through the same mix (quiet turns, offloads,
+    turns that recall) whatever the level."""
+    levels = []
+    for sessions in config.concurrency:
+        levels.append(await _level(server, sessions, config.session_turns, config.seed))
+    return {"levels": levels, "turns_per_session": config.session_turns, "window": 2048}
+
+
+async def _level(server: Server, sessions: int, turns: int, seed: int) -> dict[str, Any]:
+    latencies: list[float] = []
+    kinds = {"offloaded": 0, "searched": 0}
+    errors = 0
+    peak = rss_mib(server.pid)
+    running = True
+    limits = httpx.Limits(max_connections=sessions + 2)
+    async with httpx.AsyncClient(
+        base_url=server.base, timeout=TURN_TIMEOUT_S, limits=limits
+    ) as client:
+
+        async def one(index: int) -> None:
+            nonlocal errors
+            rng = random.Random(seed * 1000 + index)
+            session = f"load-{sessions}-{index}-{uuid.uuid4().hex[:6]}"
+            for t in range(turns):
+                try:
+                    timed = await post_turn(
+                        client, f"/sessions/{session}/turn", turn_body(rng, t, 2048, 110, "auto")
+                    )
+                except httpx.HTTPError:
+                    errors += 1
+                    continue
+                latencies.append(timed.client_ms)
+                kinds["offloaded"] += timed.offloaded
+                kinds["searched"] += timed.searched
+
+        async def watch() -> None:
+            nonlocal peak
+            while running:
+                peak = max(peak, rss_mib(server.pid))
+                await asyncio.sleep(0.25)
+
+        watcher = asyncio.create_task(watch())
+        started = time.monotonic()
+        await asyncio.gather(*(one(i) for i in range(sessions)))
+        elapsed = time.monotonic() - started
+        running = False
+        await watcher
+    return {
+        "sessions": sessions,
+        "turns": len(latencies),
+        "offload_turns": kinds["offloaded"],
+        "recall_turns": kinds["searched"],
+        "seconds": round(elapsed, 1),
+        "turns_per_s": round(len(latencies) / elapsed, 2),
+        "latency_ms": percentiles(latencies),
+        "errors": errors,
+        "peak_rss_mib": peak,
+    }
+
+
+# --- 5. embedding cost --------------------------------------------------------------------------
+
+
+async def embedding_cost(config: BenchConfig) -> dict[str, Any]:
+    from app.providers.embedders import LocalEmbedder
+
+    embedder = LocalEmbedder()
+    rng = random.Random(config.seed + 2)
+    await embedder.embed_query("warm up")
+    queries: dict[str, Any] = {}
+    for words in (10, 100):
+        queries[f"{words}_words"] = percentiles(
+            [
+                await _ms(embedder.embed_query(sentence(rng, words)))
+                for _ in range(config.embed_reps)
+            ]
+        )
+    passages: dict[str, Any] = {}
+    for batch in (1, 8, 32):
+        reps = max(2, config.embed_reps // max(1, batch // 4))
+        per_passage = [
+            await _ms(embedder.embed_passages([sentence(rng, 200) for _ in range(batch)])) / batch
+            for _ in range(reps)
+        ]
+        passages[f"batch_{batch}"] = percentiles(per_passage)
+    return {"query_ms": queries, "passage_ms_each_200_words": passages}
+
+
+async def _ms(call: Awaitable[Any]) -> float:
+    started = time.perf_counter()
+    await call
+    return (time.perf_counter() - started) * 1000
+
+
+# --- the run ------------------------------------------------------------------------------------
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    latency, history, archive = results["latency"], results["history"], results["archive"]
+    floor_p95 = latency["floor"]["client_ms"]["p95"]
+    never_p95 = latency["never_triggered"]["client_ms"]["p95"]
+    largest = archive["sizes"][-1]
+    points = history["points"]
+    first, final = points[min(points, key=int)], points[max(points, key=int)]
+    growth = final["server_total_ms_p50"] / max(first["server_total_ms_p50"], 1e-9)
+    return [
+        {
+            "target": "never-triggered turn p95 ≤ 1.5 × the floor's p95 (client side)",
+            "value": round(never_p95 / max(floor_p95, 1e-9), 2),
+            "limit": 1.5,
+            "met": never_p95 <= 1.5 * floor_p95,
+        },
+        {
+            "target": f"recall search p95 ≤ 25 ms at {largest['chunks']:,} chunks",
+            "value": largest["search_ms"]["p95"],
+            "limit": 25.0,
+            "met": largest["search_ms"]["p95"] <= 25.0,
+        },
+        {
+            "target": f"server time per turn at turn {max(points, key=int)} ≤ 1.3 × turn "
+            f"{min(points, key=int)} (p50, non-offload turns)",
+            "value": round(growth, 2),
+            "limit": 1.3,
+            "met": growth <= 1.3,
+        },
+    ]
+
+
+def run_bench(config: BenchConfig, out: Path, data_dir: Path, command: str) -> dict[str, Any]:
+    """Runs every section (servers started and stopped here), writes bench.json and bench.md."""
+    out.mkdir(parents=True, exist_ok=True)
+    admin = start_embedded(data_dir, database="postgres")
+    names = {kind: f"ebbtide_bench_{kind}" for kind in ("local", "hash", "archive")}
+    urls = {kind: fresh_database(admin, name) for kind, name in names.items()}
+    started = time.monotonic()
+    results: dict[str, Any] = {"command": command, "config": asdict(config)}
+    try:
+        # In-process sections first, while no server competes for the two cores.
+        results["embedding"] = asyncio.run(embedding_cost(config))
+        results["archive"] = asyncio.run(archive_growth(urls["archive"], config))
+        with serving(urls["local"], "local", out / "server-local.log") as server:
+            results["latency"] = asyncio.run(per_turn_latency(server, config))
+            results["throughput"] = asyncio.run(throughput(server, config))
+        with serving(urls["hash"], "hash", out / "server-hash.log") as server:
+            results["history"] = asyncio.run(history_growth(server, config))
+    finally:
+        for name in names.values():
+            drop_database(admin, name)
+    results["targets"] = targets(results)
+    results["seconds"] = round(time.monotonic() - started, 1)
+    (out / "bench.json").write_text(json.dumps(results, indent=2) + "\n")
+    (out / "bench.md").write_text(markdown(results))
+    return results

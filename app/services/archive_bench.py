@@ -1,0 +1,162 @@
+"""The archive-size benchmark (`ebbtide bench`, section 3): synthetic chunks bulk-loaded with
+COPY into one session of a migrated database, then the recall search (the store's vector and
+lexical candidate queries, exactly as recall runs them) timed at each size. Query embedding
+is not part of it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+
+from app.core.stats import percentiles
+from app.services.recall import search_archive
+from app.store.database import Database
+from app.store.migrate import upgrade_head
+from app.store.models import DEFAULT_TENANT, EMBEDDING_DIMENSION
+from app.store.recall import lexical_candidates, vector_candidates
+
+SESSION = "bench-archive"
+MODEL = "bench-synthetic"
+VOCABULARY = 5000
+TERMS_PER_CHUNK = 40
+TERMS_PER_QUERY = 4
+CANDIDATES = 30  # R, as recall asks for
+EF_SEARCH = 100
+COPY_BATCH = 5000
+
+
+def _psycopg_url(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://")
+
+
+def _prepare(url: str) -> None:
+    with psycopg.connect(_psycopg_url(url), autocommit=True) as connection:
+        connection.execute(
+            "INSERT INTO tenants (id, name) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+            (DEFAULT_TENANT, DEFAULT_TENANT),
+        )
+        connection.execute(
+            "INSERT INTO sessions (id, tenant_id, version, turn_count, next_seq, c0_tokens, "
+            "policy, calibration_ratio) VALUES (%s, %s, 0, 0, 1, 0, '{}', 1)",
+            (SESSION, DEFAULT_TENANT),
+        )
+
+
+def _vectors(rng: np.random.Generator, count: int) -> np.ndarray[Any, np.dtype[np.float32]]:
+    matrix = rng.standard_normal((count, EMBEDDING_DIMENSION)).astype(np.float32)
+    unit: np.ndarray[Any, np.dtype[np.float32]] = matrix / np.linalg.norm(
+        matrix, axis=1, keepdims=True
+    )
+    return unit
+
+
+def _load(url: str, start: int, stop: int, rng: np.random.Generator) -> tuple[float, float]:
+    """COPYs chunks start..stop-1 (HNSW index dropped first, rebuilt after): the load and
+    index build seconds."""
+    with psycopg.connect(_psycopg_url(url), autocommit=True) as connection:
+        register_vector(connection)
+        connection.execute("DROP INDEX IF EXISTS ix_chunks_embedding_hnsw")
+        connection.execute(
+            "CREATE TEMP TABLE stage (id varchar(40), n int, embedding vector(384), terms text[])"
+        )
+        began = time.perf_counter()
+        for first in range(start, stop, COPY_BATCH):
+            count = min(COPY_BATCH, stop - first)
+            vectors = _vectors(rng, count)
+            terms = rng.integers(0, VOCABULARY, size=(count, TERMS_PER_CHUNK))
+            with connection.cursor() as cursor:
+                copy_sql = "COPY stage (id, n, embedding, terms) FROM STDIN WITH (FORMAT BINARY)"
+                with cursor.copy(copy_sql) as copy:
+                    copy.set_types(["varchar", "int4", "vector", "text[]"])
+                    for i in range(count):
+                        row_terms = [f"term{t}" for t in terms[i]]
+                        copy.write_row((f"ck_bench_{first + i}", first + i, vectors[i], row_terms))
+        connection.execute(
+            "INSERT INTO chunks (session_id, id, kind, turn_start, turn_end, seq_start, seq_end, "
+            "roles, first_ts, last_ts, raw_text, tokens, summary_hint, embedding, "
+            "embedding_model, needs_embedding, lexical, content_hash) "
+            "SELECT %s, id, 'offload', n, n, n, n, '{user}', now(), now(), "
+            "array_to_string(terms, ' '), 400, '', embedding, %s, false, "
+            "array_to_tsvector(terms), md5(id) FROM stage",
+            (SESSION, MODEL),
+        )
+        loaded = time.perf_counter() - began
+        began = time.perf_counter()
+        connection.execute("SET maintenance_work_mem = '1GB'")
+        connection.execute(
+            "CREATE INDEX ix_chunks_embedding_hnsw ON chunks USING hnsw "
+            "(embedding vector_cosine_ops)"
+        )
+        connection.execute("ANALYZE chunks")
+        return loaded, time.perf_counter() - began
+
+
+async def _search(
+    database: Database, rng: np.random.Generator, queries: int
+) -> dict[str, list[float]]:
+    """Times recall's search stage (`search_archive`, as a turn runs it) and, apart, each of
+    its two queries."""
+    timings: dict[str, list[float]] = {"vector": [], "lexical": [], "search": []}
+    vectors = _vectors(rng, queries)
+    for i in range(queries):
+        terms = [f"term{t}" for t in rng.integers(0, VOCABULARY, size=TERMS_PER_QUERY)]
+        qvec = vectors[i].tolist()
+        began = time.perf_counter()
+        found, _ = await search_archive(
+            database,
+            SESSION,
+            model=MODEL,
+            qvec=qvec,
+            terms=terms,
+            limit=CANDIDATES,
+            ef_search=EF_SEARCH,
+        )
+        timings["search"].append((time.perf_counter() - began) * 1000)
+        assert len(found) == CANDIDATES  # the index answered R rows, no exact fallback
+        async with database.transaction() as db:
+            began = time.perf_counter()
+            await vector_candidates(db, SESSION, MODEL, qvec, CANDIDATES, EF_SEARCH)
+            middle = time.perf_counter()
+            await lexical_candidates(db, SESSION, terms, CANDIDATES)
+            timings["vector"].append((middle - began) * 1000)
+            timings["lexical"].append((time.perf_counter() - middle) * 1000)
+    return timings
+
+
+async def measure(url: str, sizes: Sequence[int], queries: int, seed: int) -> dict[str, Any]:
+    await asyncio.to_thread(upgrade_head, url)
+    await asyncio.to_thread(_prepare, url)
+    rng = np.random.default_rng(seed)
+    results = []
+    loaded = 0
+    for size in sorted(sizes):
+        load_s, index_s = await asyncio.to_thread(_load, url, loaded, size, rng)
+        loaded = size
+        database = Database.connect(url, pool_size=2)
+        try:
+            await _search(database, rng, min(20, queries))  # warm the cache and the pool
+            timings = await _search(database, rng, queries)
+        finally:
+            await database.dispose()
+        results.append(
+            {
+                "chunks": size,
+                "load_s": round(load_s, 1),
+                "index_build_s": round(index_s, 1),
+                "search_ms": percentiles(timings["search"]),
+                "vector_ms": percentiles(timings["vector"]),
+                "lexical_ms": percentiles(timings["lexical"]),
+            }
+        )
+    return {
+        "sizes": results,
+        "setup": f"one session; random unit vectors ({EMBEDDING_DIMENSION} dims); "
+        f"{TERMS_PER_CHUNK} terms per chunk from {VOCABULARY}; queries of {TERMS_PER_QUERY} "
+        f"terms; R = {CANDIDATES}; hnsw.ef_search = {EF_SEARCH}",
+    }

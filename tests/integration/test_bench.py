@@ -1,0 +1,60 @@
+"""`ebbtide bench` end to end at toy sizes: every section runs against real servers and the
+embedded Postgres and lands in bench.json and bench.md. Figures are not asserted here (timing
+goals live in docs/BENCHMARKS.md); shapes, counts and errors are."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from app.bench import BenchConfig, run_bench
+from tests.conftest import PROJECT_ROOT
+
+TOY = BenchConfig(
+    warm_up_turns=2,
+    latency_turns=6,
+    steady_warm_up_turns=30,
+    steady_turns=6,
+    history_points=(10, 30),
+    history_window=4,
+    archive_sizes=(300, 600),
+    archive_queries=5,
+    concurrency=(1, 2),
+    session_turns=3,
+    embed_reps=2,
+)
+
+
+def test_every_section_runs_and_is_reported(tmp_path: Path) -> None:
+    results = run_bench(TOY, tmp_path, PROJECT_ROOT / ".ebbtide-test", "ebbtide bench (toy)")
+    saved = json.loads((tmp_path / "bench.json").read_text())
+    assert saved["targets"] == results["targets"] and len(saved["targets"]) == 3
+    assert all(isinstance(t["met"], bool) and t["value"] > 0 for t in saved["targets"])
+
+    latency = saved["latency"]
+    assert (
+        latency["floor"]["client_ms"]["n"] == 6
+        and latency["never_triggered"]["client_ms"]["n"] == 6
+    )
+    assert latency["never_triggered"]["server_ms"]["recall"]["p95"] < 1  # archive empty: skipped
+    assert (
+        latency["offload_turns"]["client_ms"]["n"] + latency["steady_with_recall"]["client_ms"]["n"]
+        == 6
+    )
+    assert {"30"} <= set(saved["history"]["points"]) and saved["history"]["offloads"] > 0
+    assert [s["chunks"] for s in saved["archive"]["sizes"]] == [300, 600]
+    assert all(
+        level["errors"] == 0 and level["turns"] > 0 for level in saved["throughput"]["levels"]
+    )
+    assert saved["embedding"]["query_ms"]["10_words"]["n"] == 2
+
+    report = (tmp_path / "bench.md").read_text()
+    for heading in (
+        "## Targets",
+        "## Per-turn latency",
+        "## Growth with history",
+        "## Growth with archive size",
+        "## Throughput",
+        "## Local embedder",
+    ):
+        assert heading in report
