@@ -22,6 +22,7 @@ import asyncio
 import json
 import os
 import random
+import socket
 import subprocess
 import sys
 import time
@@ -111,18 +112,32 @@ class Server:
     pid: int
 
 
-def _free_port() -> int:
-    import socket
-
+def free_loopback_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
+def wait_until_ready(base: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    """Polls `/readyz` until the server answers 200; raises with its log if it exits or is
+    not ready within START_TIMEOUT_S."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the server exited early:\n{log.read_text()}")
+        try:
+            if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"the server was not ready in {START_TIMEOUT_S} s:\n{log.read_text()}")
+
+
 @contextmanager
 def serving(database_url: str, embedder: str, log: Path) -> Iterator[Server]:
     """`ebbtide serve` on loopback with the floor endpoint, stopped at the end."""
-    port = _free_port()
+    port = free_loopback_port()
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
@@ -138,16 +153,7 @@ def serving(database_url: str, embedder: str, log: Path) -> Iterator[Server]:
         )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the bench server did not start; see {log}")
-            try:
-                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.3)
+        wait_until_ready(base, process, log)
         yield Server(base, process.pid)
     finally:
         process.terminate()

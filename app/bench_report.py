@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 STAGE_ORDER = (
@@ -23,24 +24,35 @@ def _p(summary: dict[str, float]) -> str:
     return f"{summary['p50']:.1f} / {summary['p95']:.1f} / {summary['p99']:.1f}"
 
 
+def _p50_p95(summary: dict[str, float]) -> str:
+    return f"{summary['p50']:.1f} / {summary['p95']:.1f}"
+
+
+def _table(columns: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
+    lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+    return lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+
+
 def latency_table(latency: dict[str, Any]) -> list[str]:
-    rows = [
+    kinds = [
         ("floor (store and echo)", latency["floor"]),
         ("never triggered", latency["never_triggered"]),
         ("steady state, recall each turn", latency["steady_with_recall"]),
         ("turn that offloads", latency["offload_turns"]),
     ]
-    lines = [
-        "| turn kind | n | client p50 / p95 / p99 ms | server total p50 / p95 / p99 ms |",
-        "| --- | --- | --- | --- |",
-    ]
-    for name, summary in rows:
-        server_total = summary["server_ms"].get("total")
-        total = _p(server_total) if server_total else "n/a"
-        lines.append(
-            f"| {name} | {summary['client_ms']['n']} | {_p(summary['client_ms'])} | {total} |"
-        )
-    return lines
+    columns = ["turn kind", "n", "client p50 / p95 / p99 ms", "server total p50 / p95 / p99 ms"]
+    return _table(
+        columns,
+        (
+            [
+                name,
+                s["client_ms"]["n"],
+                _p(s["client_ms"]),
+                _p(s["server_ms"]["total"]) if s["server_ms"].get("total") else "n/a",
+            ]
+            for name, s in kinds
+        ),
+    )
 
 
 def stage_table(latency: dict[str, Any]) -> list[str]:
@@ -49,78 +61,103 @@ def stage_table(latency: dict[str, Any]) -> list[str]:
         ("steady, recall", latency["steady_with_recall"]),
         ("offload", latency["offload_turns"]),
     ]
-    lines = [
-        "| stage (server, p50 / p95 ms) | " + " | ".join(name for name, _ in kinds) + " |",
-        "| --- |" + " --- |" * len(kinds),
-    ]
-    for stage in STAGE_ORDER:
-        cells = [
-            f"{s['server_ms'][stage]['p50']:.1f} / {s['server_ms'][stage]['p95']:.1f}"
-            if stage in s["server_ms"]
-            else "–"
-            for _, s in kinds
-        ]
-        lines.append(f"| {stage} | " + " | ".join(cells) + " |")
-    return lines
+
+    def cell(summary: dict[str, Any], stage: str) -> str:
+        return _p50_p95(summary["server_ms"][stage]) if stage in summary["server_ms"] else "–"
+
+    return _table(
+        ["stage (server, p50 / p95 ms)", *(name for name, _ in kinds)],
+        ([stage, *(cell(s, stage) for _, s in kinds)] for stage in STAGE_ORDER),
+    )
 
 
 def history_table(history: dict[str, Any]) -> list[str]:
-    lines = [
-        "| turn | non-offload turns measured | server total p50 ms | of which recall | "
-        "bookkeeping (total − recall − embed) | client p50 ms |",
-        "| --- | --- | --- | --- | --- | --- |",
+    columns = [
+        "turn",
+        "non-offload turns measured",
+        "server total p50 ms",
+        "of which recall",
+        "bookkeeping (total − recall − embed)",
+        "client p50 ms",
     ]
-    for turn, point in history["points"].items():
-        lines.append(
-            f"| {turn} | {point['turns_measured']} | {point['server_total_ms_p50']:.1f} "
-            f"| {point['recall_ms_p50']:.1f} | {point['bookkeeping_ms_p50']:.1f} "
-            f"| {point['client_ms_p50']:.1f} |"
-        )
-    return lines
+    return _table(
+        columns,
+        (
+            [
+                turn,
+                point["turns_measured"],
+                f"{point['server_total_ms_p50']:.1f}",
+                f"{point['recall_ms_p50']:.1f}",
+                f"{point['bookkeeping_ms_p50']:.1f}",
+                f"{point['client_ms_p50']:.1f}",
+            ]
+            for turn, point in history["points"].items()
+        ),
+    )
 
 
 def archive_table(archive: dict[str, Any]) -> list[str]:
-    lines = [
-        "| chunks | search p50 / p95 / p99 ms | vector p50 / p95 ms | lexical p50 / p95 ms "
-        "| COPY load s | HNSW build s |",
-        "| --- | --- | --- | --- | --- | --- |",
+    columns = [
+        "chunks",
+        "search p50 / p95 / p99 ms",
+        "vector p50 / p95 ms",
+        "lexical p50 / p95 ms",
+        "COPY load s",
+        "HNSW build s",
     ]
-    for size in archive["sizes"]:
-        lines.append(
-            f"| {size['chunks']:,} | {_p(size['search_ms'])} | {size['vector_ms']['p50']:.1f} / "
-            f"{size['vector_ms']['p95']:.1f} | {size['lexical_ms']['p50']:.1f} / "
-            f"{size['lexical_ms']['p95']:.1f} | {size['load_s']} | {size['index_build_s']} |"
-        )
-    return lines
+    return _table(
+        columns,
+        (
+            [
+                f"{size['chunks']:,}",
+                _p(size["search_ms"]),
+                _p50_p95(size["vector_ms"]),
+                _p50_p95(size["lexical_ms"]),
+                size["load_s"],
+                size["index_build_s"],
+            ]
+            for size in archive["sizes"]
+        ),
+    )
 
 
 def throughput_table(throughput: dict[str, Any]) -> list[str]:
-    lines = [
-        "| sessions | turns (offload / recall) | s | turns/s | p50 / p95 / p99 ms | errors "
-        "| server peak RSS MiB |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+    columns = [
+        "sessions",
+        "turns (offload / recall)",
+        "s",
+        "turns/s",
+        "p50 / p95 / p99 ms",
+        "errors",
+        "server peak RSS MiB",
     ]
-    for level in throughput["levels"]:
-        lines.append(
-            f"| {level['sessions']} | {level['turns']} ({level['offload_turns']} / "
-            f"{level['recall_turns']}) | {level['seconds']} | {level['turns_per_s']} "
-            f"| {_p(level['latency_ms'])} | {level['errors']} | {level['peak_rss_mib']} |"
-        )
-    return lines
+    return _table(
+        columns,
+        (
+            [
+                level["sessions"],
+                f"{level['turns']} ({level['offload_turns']} / {level['recall_turns']})",
+                level["seconds"],
+                level["turns_per_s"],
+                _p(level["latency_ms"]),
+                level["errors"],
+                level["peak_rss_mib"],
+            ]
+            for level in throughput["levels"]
+        ),
+    )
 
 
 def embedding_table(embedding: dict[str, Any]) -> list[str]:
-    lines = ["| call | p50 ms | p95 ms |", "| --- | --- | --- |"]
-    for name, summary in embedding["query_ms"].items():
-        lines.append(
-            f"| query, {name.replace('_', ' ')} | {summary['p50']:.1f} | {summary['p95']:.1f} |"
-        )
-    for name, summary in embedding["passage_ms_each_200_words"].items():
-        lines.append(
-            f"| passage of 200 words, {name.replace('_', ' ')} (per passage) "
-            f"| {summary['p50']:.1f} | {summary['p95']:.1f} |"
-        )
-    return lines
+    def cells(label: str, summary: dict[str, float]) -> list[str]:
+        return [label, f"{summary['p50']:.1f}", f"{summary['p95']:.1f}"]
+
+    rows = [cells(f"query, {n.replace('_', ' ')}", s) for n, s in embedding["query_ms"].items()]
+    rows += [
+        cells(f"passage of 200 words, {n.replace('_', ' ')} (per passage)", s)
+        for n, s in embedding["passage_ms_each_200_words"].items()
+    ]
+    return _table(["call", "p50 ms", "p95 ms"], rows)
 
 
 def markdown(results: dict[str, Any]) -> str:

@@ -23,7 +23,7 @@ from app.core.forget import (
     stub_replacement,
 )
 from app.core.notes import NotesBody, render
-from app.core.tokens import calibrated, count_text_block, window_for_model
+from app.core.tokens import count_text_block
 from app.core.types import ChunkKind
 from app.errors import (
     ChunkNotFound,
@@ -35,15 +35,14 @@ from app.errors import (
 from app.services.auth import Principal
 from app.services.context import ServiceContext
 from app.services.offload import embed_passages
-from app.services.sessions import locked_session, owned_session
-from app.services.turn_plan import session_budget, session_policy
+from app.services.sessions import locked_session, owned_session, watermark_view
 from app.store import chunks as chunk_store
 from app.store import events as event_store
 from app.store import facts as fact_store
 from app.store import forget as forget_store
 from app.store import recall as recall_store
 from app.store import sessions as session_store
-from app.store.models import ChunkRow, SessionRow
+from app.store.models import ChunkRow
 
 RATE_WINDOW = timedelta(minutes=1)
 FACT_TAGS = {"constraint": FactKind.CONSTRAINT, "preference": FactKind.PREFERENCE}
@@ -84,9 +83,9 @@ async def _nearest_duplicate(
 async def _check_rate(ctx: ServiceContext, db: AsyncSession, session_id: str) -> None:
     limit = ctx.settings.memory.remember_per_minute
     since = ctx.clock() - RATE_WINDOW
-    if await chunk_store.count_since(db, session_id, ChunkKind.REMEMBER, since) < limit:
+    count, oldest = await chunk_store.written_since(db, session_id, ChunkKind.REMEMBER, since)
+    if count < limit:
         return
-    oldest = await chunk_store.oldest_since(db, session_id, ChunkKind.REMEMBER, since)
     wait = max(1, int((oldest + RATE_WINDOW - ctx.clock()).total_seconds()) + 1)
     raise RateLimited(
         f"at most {limit} remember calls per minute per session",
@@ -145,15 +144,6 @@ async def remember(
 # --- offload ----------------------------------------------------------------------------------
 
 
-def _prompt_and_target(ctx: ServiceContext, row: SessionRow) -> tuple[int, int | None]:
-    window = row.context_window or window_for_model(row.model)
-    prompt = calibrated(row.last_prompt_estimate or 0, row.calibration_ratio)
-    if window is None:
-        return prompt, None
-    budget = session_budget(ctx.settings, window, row.reserve_tokens)
-    return prompt, budget.line(session_policy(ctx.settings, row.policy).target_ratio)
-
-
 async def schedule_offload(
     ctx: ServiceContext, tenant_id: str, session_id: str, until_tokens: int | None
 ) -> dict[str, Any]:
@@ -163,8 +153,9 @@ async def schedule_offload(
     may move turns the floor would keep; the turn being posted always stays."""
     async with ctx.database.transaction() as db:
         row = await locked_session(db, tenant_id, session_id)
-        prompt, target = _prompt_and_target(ctx, row)
-        goal = until_tokens if until_tokens is not None else target
+        view = watermark_view(ctx, row)
+        prompt = view.get("prompt_tokens", 0)
+        goal = until_tokens if until_tokens is not None else view.get("levels", {}).get("target")
         row.offload_until_tokens = goal
         row.version += 1  # a turn in flight re-plans and carries the request out
     return {

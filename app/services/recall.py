@@ -273,7 +273,11 @@ async def recall_query(
     async with ctx.database.transaction() as db:
         row = await owned_session(db, tenant_id, session_id)
         in_window = await session_store.window_seqs(db, session_id)
-        injected = await event_store.injected_chunk_ids(db, session_id, row.turn_count)
+        injected = (
+            await event_store.injected_chunk_ids(db, session_id, row.turn_count)
+            if skip_injected
+            else []
+        )
     query = rewrite(text)
     settings = ctx.settings.recall
     found = await retrieve(
@@ -284,7 +288,7 @@ async def recall_query(
         budget_tokens=budget_tokens or settings.budget_tokens,
         gated=False,
         window_seqs=in_window,
-        exclude_ids=injected if skip_injected else (),
+        exclude_ids=injected,
     )
     results = [
         {**report, "text": item.text}

@@ -34,7 +34,8 @@ async def locked_session(db: AsyncSession, tenant_id: str, session_id: str) -> S
     return row
 
 
-def _watermark(ctx: ServiceContext, row: SessionRow) -> dict[str, Any]:
+def watermark_view(ctx: ServiceContext, row: SessionRow) -> dict[str, Any]:
+    """Window, budget, prompt size and levels of a session, as its last turn left them."""
     window = row.context_window or window_for_model(row.model)
     if window is None:
         return {"context_window": None}
@@ -73,7 +74,7 @@ async def session_status(ctx: ServiceContext, tenant_id: str, session_id: str) -
         "session_id": row.id,
         "turns": row.turn_count,
         "model": row.model,
-        **_watermark(ctx, row),
+        **watermark_view(ctx, row),
         "counts": counts,
         "notes": {
             "text": notes.rendered,

@@ -99,29 +99,21 @@ async def chunk_with_hash(db: AsyncSession, session_id: str, content_hash: str) 
     )
 
 
-async def count_since(db: AsyncSession, session_id: str, kind: str, since: datetime) -> int:
-    return int(
-        await db.scalar(
-            select(func.count())
-            .select_from(ChunkRow)
-            .where(
+async def written_since(
+    db: AsyncSession, session_id: str, kind: str, since: datetime
+) -> tuple[int, datetime]:
+    """How many chunks of `kind` were written after `since`, and when the oldest of them was
+    (`since` when none was)."""
+    count, oldest = (
+        await db.execute(
+            select(func.count(), func.min(ChunkRow.created_at)).where(
                 ChunkRow.session_id == session_id,
                 ChunkRow.kind == kind,
                 ChunkRow.created_at >= since,
             )
         )
-        or 0
-    )
-
-
-async def oldest_since(db: AsyncSession, session_id: str, kind: str, since: datetime) -> datetime:
-    """When the oldest chunk of `kind` written after `since` was written."""
-    value = await db.scalar(
-        select(func.min(ChunkRow.created_at)).where(
-            ChunkRow.session_id == session_id, ChunkRow.kind == kind, ChunkRow.created_at >= since
-        )
-    )
-    return value or since
+    ).one()
+    return int(count), oldest or since
 
 
 async def chunks_by_id(

@@ -4,20 +4,16 @@ the lifespan, the MCP mount, the embedded Postgres) rather than the ASGI app in-
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
+from app.bench import free_loopback_port, wait_until_ready
 from app.store.embedded import drop_database, fresh_database, url_of_database
 
-START_TIMEOUT_S = 120
 DATABASE_VARIABLES = frozenset({"DATABASE_URL", "EBBTIDE_DATABASE_URL"})
 
 
@@ -26,26 +22,6 @@ class LiveServer:
     base: str
     database_url: str
     log: Path  # JSON lines, one per request among them
-
-
-def free_loopback_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_until_ready(base: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"serve exited early:\n{log.read_text()}")
-        try:
-            if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.5)
-    raise AssertionError(f"serve was not ready in {START_TIMEOUT_S}s:\n{log.read_text()}")
 
 
 @contextmanager

@@ -7,15 +7,13 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-TABLES = (
-    "sessions",
-    "messages",
-    "chunks",
-    "notes",
-    "facts",
-    "events",
-    "idempotency",
-    "forget_requests",
+from app.store.models import Base
+
+# The session's own rows: the sessions table and every table keyed by session_id.
+TABLES = tuple(
+    table.name
+    for table in Base.metadata.sorted_tables
+    if table.name == "sessions" or "session_id" in table.columns
 )
 KEY = {"sessions": "id"}
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from app.bench import free_loopback_port
 from app.core.chunker import cosine
 from app.core.ports import ChatModelUnavailable, EmbedderUnavailable, RerankerUnavailable
 from app.providers.embedders import LocalEmbedder, OpenAIEmbedder
@@ -20,7 +21,6 @@ from app.providers.llm import OpenAIChatModel
 from app.providers.reranker import HttpReranker
 from app.services.context import ServiceContext
 from app.services.turns import run_turn
-from tests.api.live import free_loopback_port
 from tests.builders import user, words
 from tests.integration.test_turn_invariants import turn_input
 
