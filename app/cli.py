@@ -218,7 +218,7 @@ def reembed(settings: Settings, session_id: str | None) -> None:
 def evaluate(settings: Settings, args: argparse.Namespace) -> None:
     import asyncio
 
-    from app.services.evaluation import EvalConfig
+    from app.evaluation.run import EvalConfig, run_eval
 
     config = EvalConfig.quick() if args.quick else EvalConfig()
     if args.seed is not None:
@@ -228,62 +228,8 @@ def evaluate(settings: Settings, args: argparse.Namespace) -> None:
     asyncio.run(run_eval(settings, config, args.out, url, args.url, args.api_key, command))
 
 
-async def run_eval(
-    settings: Settings,
-    config: Any,
-    out: Path,
-    database_url: str | None,
-    server: str | None,
-    api_key: str | None,
-    command: str,
-) -> None:
-    import httpx
-    from tqdm import tqdm
-
-    from app.main import build_context, build_embedder
-    from app.providers.tokenizer import default_counter
-    from app.report import write_report
-    from app.services.baselines import (
-        CompactionOnly,
-        EbbtideInProcess,
-        EbbtideOverHttp,
-        FullRag,
-        Kit,
-        Strategy,
-        Truncation,
-    )
-    from app.services.evaluation import evaluate as run
-    from app.services.evaluation import total_steps
-
-    ctx = build_context(settings, database_url) if database_url else None
-    kit = Kit(default_counter(), ctx.embedder if ctx else build_embedder(settings), settings)
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    client = httpx.AsyncClient(base_url=server or "http://unused", headers=headers, timeout=120)
-
-    def make(name: str, session: str) -> Strategy:
-        if name == "truncation":
-            return Truncation(kit, config.window)
-        if name == "compaction":
-            return CompactionOnly(kit, config.window)
-        if name == "full_rag":
-            return FullRag(kit, config.window)
-        if ctx is not None:
-            return EbbtideInProcess(ctx, config.window, session)
-        return EbbtideOverHttp(client, config.window, session)
-
-    try:
-        with tqdm(total=total_steps(kit, config), unit="turn", desc="ebbtide eval") as bar:
-            report = await run(kit, make, config, bar.update)
-    finally:
-        await client.aclose()
-        if ctx is not None:
-            await ctx.aclose()
-    write_report(report, out, command)
-    print(f"ebbtide: report written to {out}/report.md")
-
-
 def bench(settings: Settings, args: argparse.Namespace) -> None:
-    from app.bench import BenchConfig, run_bench
+    from app.bench.run import BenchConfig, run_bench
 
     config = BenchConfig.quick() if args.quick else BenchConfig()
     command = "ebbtide bench " + " ".join(sys.argv[2:])

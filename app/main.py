@@ -9,10 +9,10 @@ from contextlib import asynccontextmanager, suppress
 from fastapi import FastAPI
 
 from app.api.errors import BodySizeLimit, install_error_handlers
-from app.api.floor import router as floor_router
 from app.api.mcp import bearer_from_headers, build_mcp
 from app.api.observability import RequestObserver
 from app.api.routes import router
+from app.bench.floor import router as floor_router
 from app.core.ports import ChatModel, Embedder, Reranker
 from app.providers.embedders import HashEmbedder, LocalEmbedder, OpenAIEmbedder
 from app.providers.llm import OpenAIChatModel

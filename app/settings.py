@@ -85,6 +85,7 @@ class RerankerSettings(BaseModel):
     kind: Literal["fusion", "http"] = "fusion"
     base_url: str | None = None
     timeout_s: float = Field(5.0, gt=0)
+    max_chars: int = Field(2000, ge=1, description="Each candidate is cut to this for the model.")
 
 
 class RecallSettings(BaseModel):
@@ -96,6 +97,15 @@ class RecallSettings(BaseModel):
     budget_tokens: int = Field(1500, ge=0, description="B: injected tokens per turn at most.")
     emergency_budget_tokens: int = Field(800, ge=0)
     per_chunk_tokens: int = Field(500, ge=20, description="One item's cap, with a marker.")
+    min_item_text_tokens: int = Field(
+        20, ge=1, description="An item with less room than this for its text is left out."
+    )
+    item_margin_tokens: int = Field(
+        4, ge=0, description="Slack per item for the line breaks around its header and marker."
+    )
+    context_turns: int = Field(
+        2, ge=0, description="Recent turns whose entities resolve a reference in the query."
+    )
     rrf_k: int = Field(60, ge=1, description="Reciprocal-rank fusion constant.")
     entity_bonus: float = Field(0.01, ge=0, description="Per query entity found verbatim.")
     term_bonus: float = Field(
@@ -137,7 +147,26 @@ class MemoryToolSettings(BaseModel):
 
 
 class NotesSettings(BaseModel):
+    """The scratchpad (C2): its cap, how many items of each kind it keeps, the check."""
+
     cap_tokens: int = Field(400, ge=50, description="The scratchpad block never exceeds this.")
+    max_done: int = Field(5, ge=1, description="Done lines kept (and confirmed actions shown).")
+    max_open: int = Field(8, ge=1, description="Open tasks kept.")
+    max_decisions: int = Field(5, ge=1, description="Newest decisions shown.")
+    max_key_facts: int = Field(8, ge=1, description="Newest numbers and names shown.")
+    min_shared_for_done: int = Field(
+        2, ge=1, description="Content words a done line shares with the open task it closes."
+    )
+    min_content_kept: float = Field(
+        0.6,
+        gt=0,
+        le=1,
+        description="A notes line states a constraint only with this share of its content "
+        "words (and all its scope words and numbers).",
+    )
+    recent_resolved: int = Field(
+        5, ge=0, description="Resolved pending actions read back for the done section."
+    )
 
 
 class LlmSettings(BaseModel):

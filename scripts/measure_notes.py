@@ -12,10 +12,10 @@ import asyncio
 import tempfile
 from pathlib import Path
 
+from app.evaluation.scenarios import replay_task, task_scenario
 from app.providers.embedders import HashEmbedder
 from app.providers.tokenizer import default_counter
 from app.services.context import ServiceContext
-from app.services.scenarios import replay_task, task_scenario
 from app.settings import Settings
 from app.store.database import Database
 from app.store.embedded import fresh_database, start_embedded

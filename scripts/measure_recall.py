@@ -16,11 +16,11 @@ import tempfile
 from pathlib import Path
 
 from app.core.ports import Embedder
+from app.core.stats import percentiles
+from app.evaluation.scenarios import NeedleResult, needle_scenario, replay_needles
 from app.providers.embedders import HashEmbedder, LocalEmbedder
 from app.providers.tokenizer import default_counter
 from app.services.context import ServiceContext
-from app.services.evaluation import percentiles
-from app.services.scenarios import NeedleResult, needle_scenario, replay_needles
 from app.settings import Settings
 from app.store.database import Database
 from app.store.embedded import drop_database, fresh_database, start_embedded

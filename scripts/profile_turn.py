@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 from pyinstrument import Profiler
 
-from app.bench import turn_body
+from app.bench.run import turn_body
 from app.main import create_app
 from app.settings import Settings
 from app.store.embedded import drop_database, fresh_database, start_embedded

@@ -14,8 +14,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app import errors
 from app.api.schemas import ErrorBody
+from app.core import errors
 from app.core.memory_tool import MemoryType
 
 STATUS_BY_ERROR: dict[type[errors.DomainError], int] = {

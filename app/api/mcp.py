@@ -16,8 +16,8 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from app.api.schemas import SESSION_ID_PATTERN, MemoryCall
 from app.core import memory_tool
+from app.core.errors import DomainError
 from app.core.memory_tool import MemoryType
-from app.errors import DomainError
 from app.services.auth import Principal, authenticate
 from app.services.context import ServiceContext
 from app.services.memory_tool import call_memory

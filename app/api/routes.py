@@ -26,14 +26,14 @@ from app.api.schemas import (
     TurnRequest,
     TurnResponse,
 )
-from app.errors import MessageTooLarge, TooManyMessages
+from app.core.errors import MessageTooLarge, TooManyMessages
+from app.core.plan import TurnInput
 from app.services.auth import Principal
 from app.services.context import ServiceContext
 from app.services.memory import remember
 from app.services.memory_tool import call_memory, definitions
 from app.services.recall import recall_query
 from app.services.sessions import list_events, read_chunk, session_status
-from app.services.turn_plan import TurnInput
 from app.services.turns import run_turn
 
 router = APIRouter()

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,6 +25,7 @@ from app.core.budget import Unit
 from app.core.lexical import distinct_terms
 from app.core.ports import TokenCounter
 from app.core.types import ChunkDraft, ChunkKind, WindowMessage
+from app.core.vectors import cosine, mean_vector
 
 SUMMARY_HINT_WORDS = 12
 SUMMARY_HINT_CHARS = 80
@@ -152,19 +152,6 @@ class TopicPolicy:
     max_tokens: int
     similarity: float
     overlap: bool
-
-
-def cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
-    return dot / norm if norm else 0.0
-
-
-def mean_vector(vectors: Sequence[Sequence[float]]) -> list[float]:
-    """The unit-length mean: the vector of a chunk made of several embedded units."""
-    summed = [sum(values) for values in zip(*vectors, strict=True)]
-    norm = math.sqrt(sum(v * v for v in summed)) or 1.0
-    return [v / norm for v in summed]
 
 
 def segment(

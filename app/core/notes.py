@@ -45,12 +45,18 @@ DONE_CUES = re.compile(
     r"fixed|generated|written)\b|\bexported\b)",
     re.IGNORECASE,
 )
-MAX_DONE = 5
-MAX_OPEN = 8
-MAX_DECISIONS = 5
-MAX_KEY_FACTS = 8
-MIN_SHARED_FOR_DONE = 2
-MIN_CONTENT_KEPT = 0.6
+
+
+@dataclass(frozen=True)
+class NotesLimits:
+    """How many items of each kind the notes keep (newest win), and the consistency rule."""
+
+    max_done: int
+    max_open: int
+    max_decisions: int
+    max_key_facts: int
+    min_shared_for_done: int  # content words a done line shares with the task it closes
+    min_content_kept: float  # share of a constraint's content words a line must keep
 
 
 @dataclass
@@ -69,11 +75,13 @@ class NotesBody:
         )
 
 
-def _finishes(done_text: str, task_text: str) -> bool:
-    return len(content_tokens(done_text) & content_tokens(task_text)) >= MIN_SHARED_FOR_DONE
+def _finishes(done_text: str, task_text: str, min_shared: int) -> bool:
+    return len(content_tokens(done_text) & content_tokens(task_text)) >= min_shared
 
 
-def update_body(body: NotesBody, messages: Sequence[SourceMessage]) -> NotesBody:
+def update_body(
+    body: NotesBody, messages: Sequence[SourceMessage], limits: NotesLimits
+) -> NotesBody:
     """The body after the new messages (a new object; `body` is left as it was)."""
     goal, done, open_items = body.goal, list(body.done), list(body.open)
     for message in messages:
@@ -85,8 +93,12 @@ def update_body(body: NotesBody, messages: Sequence[SourceMessage]) -> NotesBody
                     open_items.append({"text": sentence, "turn": message.turn})
             elif DONE_CUES.search(sentence):
                 done.append({"text": sentence, "turn": message.turn})
-                open_items = [o for o in open_items if not _finishes(sentence, o["text"])]
-    return NotesBody(goal=goal, done=done[-MAX_DONE:], open=open_items[-MAX_OPEN:])
+                open_items = [
+                    o
+                    for o in open_items
+                    if not _finishes(sentence, o["text"], limits.min_shared_for_done)
+                ]
+    return NotesBody(goal=goal, done=done[-limits.max_done :], open=open_items[-limits.max_open :])
 
 
 @dataclass(frozen=True)
@@ -101,7 +113,7 @@ SECTIONS = ("Goal", "Constraints", "Open items", "Decisions", "Key facts", "Done
 PRIORITY = {"Done": 0, "Key facts": 1, "Decisions": 2, "Goal": 3, "Open items": 4, "Constraints": 5}
 
 
-def _items(body: NotesBody, facts: Sequence[Fact]) -> list[_Item]:
+def _items(body: NotesBody, facts: Sequence[Fact], limits: NotesLimits) -> list[_Item]:
     active = [f for f in facts if f.status is FactStatus.ACTIVE]
     by_kind: dict[FactKind, list[Fact]] = {}
     for fact in sorted(active, key=lambda f: f.source_turn):
@@ -119,14 +131,14 @@ def _items(body: NotesBody, facts: Sequence[Fact]) -> list[_Item]:
         add("Open items", f"PENDING: {fact.text} (turn {fact.source_turn})", fact.source_turn)
     for task in body.open:
         add("Open items", f"{task['text']} (turn {task['turn']})", task["turn"])
-    for fact in by_kind.get(FactKind.DECISION, [])[-MAX_DECISIONS:]:
+    for fact in by_kind.get(FactKind.DECISION, [])[-limits.max_decisions :]:
         add("Decisions", f"turn {fact.source_turn}, {fact.role}: {fact.text}", fact.source_turn)
     for fact in (by_kind.get(FactKind.NUMBER, []) + by_kind.get(FactKind.NAME, []))[
-        -MAX_KEY_FACTS:
+        -limits.max_key_facts :
     ]:
         add("Key facts", f"{fact.text} (turn {fact.source_turn})", fact.source_turn)
     resolved = [f for f in facts if f.status is FactStatus.RESOLVED]
-    for fact in resolved[-MAX_DONE:]:
+    for fact in resolved[-limits.max_done :]:
         add("Done", f"confirmed: {fact.text}", fact.source_turn)
     for entry in body.done:
         add("Done", f"{entry['text']} (turn {entry['turn']})", entry["turn"])
@@ -144,7 +156,12 @@ def _render(items: Sequence[_Item]) -> str:
 
 
 def render(
-    body: NotesBody, facts: Sequence[Fact], *, cap_tokens: int, count: Callable[[str], int]
+    body: NotesBody,
+    facts: Sequence[Fact],
+    *,
+    cap_tokens: int,
+    count: Callable[[str], int],
+    limits: NotesLimits,
 ) -> str:
     """The notes block within `cap_tokens`, lowest-priority and oldest items cut first.
 
@@ -152,7 +169,7 @@ def render(
     in the number of items (re-counting the whole block after every drop made a session
     with hundreds of facts spend most of each offload here). Lines tokenize almost
     additively; the exact count of the result is checked and the loop goes on if needed."""
-    items = _items(body, facts)
+    items = _items(body, facts, limits)
     line_cost = [count(f"- {item.text}") + 1 for item in items]
     header_cost = {section: count(f"[{section}]") + 1 for section in SECTIONS}
     per_section: dict[str, int] = {}
@@ -182,7 +199,7 @@ def scope_words(text: str) -> list[str]:
     return words
 
 
-def _kept_by(line: str, fact: Fact) -> bool:
+def _kept_by(line: str, fact: Fact, min_content_kept: float) -> bool:
     """Whether one line of notes states the fact: its scope words, its numbers, and most of
     its content."""
     lowered = line.lower()
@@ -192,17 +209,17 @@ def _kept_by(line: str, fact: Fact) -> bool:
     present = content_tokens(line)
     numbers = {t for t in tokens if any(ch.isdigit() for ch in t)}
     kept = len(tokens & present) / len(tokens) if tokens else 1.0
-    return numbers <= present and kept >= MIN_CONTENT_KEPT
+    return numbers <= present and kept >= min_content_kept
 
 
-def weakened(notes: str, facts: Sequence[Fact]) -> list[Fact]:
+def weakened(notes: str, facts: Sequence[Fact], *, min_content_kept: float) -> list[Fact]:
     """The active constraints and preferences that no line of `notes` states: one dropped,
-    or weakened (a scope word or a number lost, or less than `MIN_CONTENT_KEPT` of it)."""
+    or weakened (a scope word or a number lost, or less than `min_content_kept` of it)."""
     lines = notes.splitlines() or [notes]
     return [
         fact
         for fact in facts
         if fact.status is FactStatus.ACTIVE
         and fact.kind in (FactKind.CONSTRAINT, FactKind.PREFERENCE)
-        and not any(_kept_by(line, fact) for line in lines)
+        and not any(_kept_by(line, fact, min_content_kept) for line in lines)
     ]

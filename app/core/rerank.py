@@ -29,8 +29,6 @@ from datetime import datetime
 from app.core.lexical import distinct_terms
 from app.core.rewrite import RewrittenQuery
 
-MIN_ITEM_TEXT_TOKENS = 20
-
 NO_MATCH_LINE = (
     "No matching earlier context was found for this question in the archived conversation. "
     "Do not guess details from earlier turns; say they are not available or ask the user."
@@ -197,14 +195,26 @@ def _cut_marker(chunk_id: str) -> str:
     return f"\n[… cut here; the whole chunk: recall or GET chunk {chunk_id}]"
 
 
+@dataclass(frozen=True)
+class ItemShape:
+    """What an item needs beyond its text, in tokens."""
+
+    min_text_tokens: int  # an item with less room than this for its text is not packed
+    margin_tokens: int  # slack for the line breaks joining header, text and cut marker
+
+
 def _fit(
-    candidate: Candidate, room: int, count: Callable[[str], int], focus: Sequence[str]
+    candidate: Candidate,
+    room: int,
+    count: Callable[[str], int],
+    focus: Sequence[str],
+    shape: ItemShape,
 ) -> Injected | None:
     """The item (header, text, cut marker) within `room` tokens, or None when it cannot fit.
     A cut keeps the sentences around the best match of the query (`focus`)."""
     header = item_header(candidate)
-    overhead = count(header) + count(_cut_marker(candidate.chunk_id)) + 4
-    if room - overhead < MIN_ITEM_TEXT_TOKENS:
+    overhead = count(header) + count(_cut_marker(candidate.chunk_id)) + shape.margin_tokens
+    if room - overhead < shape.min_text_tokens:
         return None
     text, truncated = excerpt(candidate.raw_text, room - overhead, count, focus)
     if truncated:
@@ -220,6 +230,7 @@ def pack(
     per_chunk_tokens: int,
     window_seqs: Collection[int],
     count: Callable[[str], int],
+    shape: ItemShape,
     focus: Sequence[str] = (),
 ) -> list[Injected]:
     """Best hits within k items and B tokens (headers and markers included), in time order;
@@ -234,7 +245,7 @@ def pack(
             continue
         if _in_window(candidate, window_seqs):
             continue
-        item = _fit(candidate, min(per_chunk_tokens, budget_tokens - used), count, focus)
+        item = _fit(candidate, min(per_chunk_tokens, budget_tokens - used), count, focus, shape)
         if item is None:
             break
         chosen.append(replace(item, hit=hit))

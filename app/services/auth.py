@@ -13,7 +13,7 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.errors import Forbidden, Unauthenticated
+from app.core.errors import Forbidden, Unauthenticated
 from app.services.context import ServiceContext
 from app.store import keys as key_store
 from app.store.models import DEFAULT_TENANT

@@ -14,6 +14,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app import metrics
 from app.core.assemble import notes_block
 from app.core.chunker import remember_draft
+from app.core.errors import (
+    ChunkNotFound,
+    ForgetRequestNotFound,
+    InvalidForget,
+    RateLimited,
+    RememberTooLong,
+)
 from app.core.facts import Fact, FactKind, SourceMessage, extract
 from app.core.forget import (
     Forgotten,
@@ -25,16 +32,10 @@ from app.core.forget import (
 from app.core.notes import NotesBody, render
 from app.core.tokens import count_text_block
 from app.core.types import ChunkKind
-from app.errors import (
-    ChunkNotFound,
-    ForgetRequestNotFound,
-    InvalidForget,
-    RateLimited,
-    RememberTooLong,
-)
 from app.services.auth import Principal
 from app.services.context import ServiceContext
 from app.services.offload import embed_passages
+from app.services.policies import notes_limits
 from app.services.sessions import locked_session, owned_session, watermark_view
 from app.store import chunks as chunk_store
 from app.store import events as event_store
@@ -306,9 +307,11 @@ async def _rewrite_notes(
     if notes is None:
         return
     body = body_without(NotesBody.from_json(notes.body), forgotten)
-    facts = await fact_store.current_facts(db, session_id)
+    facts = await fact_store.current_facts(db, session_id, ctx.settings.notes.recent_resolved)
     cap = ctx.settings.notes.cap_tokens
-    rendered = render(body, facts, cap_tokens=cap, count=ctx.counter.count)
+    rendered = render(
+        body, facts, cap_tokens=cap, count=ctx.counter.count, limits=notes_limits(ctx.settings)
+    )
     await fact_store.save_notes(
         db,
         session_id,

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from app.core import memory_tool as tool
+from app.core.errors import InvalidForget
 from app.core.memory_tool import MemoryType
-from app.errors import InvalidForget
 from app.services import memory
 from app.services.auth import Principal
 from app.services.context import ServiceContext

@@ -18,10 +18,11 @@ from typing import Any
 from app.core.assemble import notes_block
 from app.core.facts import Fact, FactChanges, FactStatus, SourceMessage, apply, extract
 from app.core.notes import NotesBody, render, update_body, weakened
+from app.core.plan import Snapshot, TurnPlan
 from app.core.ports import ChatModelUnavailable
 from app.core.tokens import count_text_block
 from app.services.context import ServiceContext
-from app.services.turn_plan import Snapshot, TurnPlan
+from app.services.policies import notes_limits
 
 NOTES_RULES = """You keep the scratchpad of a long conversation between a user and an assistant.
 Rewrite the draft notes below into the same sections ([Goal], [Constraints], [Open items],
@@ -84,7 +85,8 @@ async def _llm_notes(
         )
     except (ChatModelUnavailable, TimeoutError) as error:
         return None, [], f"chat model unavailable: {error}"
-    lost = [fact.text for fact in weakened(text, facts)]
+    kept = ctx.settings.notes.min_content_kept
+    lost = [fact.text for fact in weakened(text, facts, min_content_kept=kept)]
     if lost:
         return None, lost, None
     if ctx.counter.count(text) > cap:
@@ -109,17 +111,21 @@ async def _update(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> NotesU
     sources = _sources(plan)
     changes = extract(sources, snap.facts)
     facts = apply(snap.facts, changes)
-    update = NotesUpdate(changes=changes, body=update_body(snap.notes_body, sources), facts=facts)
+    limits = notes_limits(ctx.settings)
+    body = update_body(snap.notes_body, sources, limits)
+    update = NotesUpdate(changes=changes, body=body, facts=facts)
     if not (plan.offloaded or snap.notes_needs_rebuild):
         return update
     count = ctx.counter.count
-    draft = render(update.body, facts, cap_tokens=ctx.settings.notes.cap_tokens, count=count)
+    cap = ctx.settings.notes.cap_tokens
+    draft = render(update.body, facts, cap_tokens=cap, count=count, limits=limits)
     llm_text, update.rejected, update.error = await _llm_notes(ctx, draft, facts)
     update.rendered = llm_text if llm_text is not None else draft
     update.source = "llm" if llm_text is not None else "extractive"
     update.tokens = count_text_block(ctx.counter, notes_block(update.rendered))
     # The check runs on every update: only the cap can make the extractive notes fail it.
-    update.missing = [fact.text for fact in weakened(update.rendered, facts)]
+    missing = weakened(update.rendered, facts, min_content_kept=limits.min_content_kept)
+    update.missing = [fact.text for fact in missing]
     return update
 
 

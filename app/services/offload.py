@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from app.core.chunker import TopicPolicy, build_chunks, unit_text
+from app.core.chunker import build_chunks, unit_text
+from app.core.plan import TurnPlan
 from app.core.ports import EmbedderUnavailable
 from app.services.context import ServiceContext
+from app.services.policies import topic_policy
 from app.services.recall import EMBEDDER_UNAVAILABLE, FreshChunk
-from app.services.turn_plan import TurnPlan
 
 
 @dataclass(frozen=True)
@@ -34,16 +35,6 @@ class OffloadBatch:
             for seq in fresh.draft.seqs:
                 owner.setdefault(seq, fresh.draft.id)
         return owner
-
-
-def topic_policy(ctx: ServiceContext) -> TopicPolicy:
-    chunks = ctx.settings.chunks
-    return TopicPolicy(
-        min_tokens=chunks.min_tokens,
-        max_tokens=chunks.max_tokens,
-        similarity=chunks.topic_similarity,
-        overlap=chunks.overlap,
-    )
 
 
 async def embed_passages(ctx: ServiceContext, texts: list[str]) -> list[list[float]] | None:
@@ -73,7 +64,7 @@ async def build_batch(ctx: ServiceContext, plan: TurnPlan) -> OffloadBatch:
     built = build_chunks(
         units,
         ctx.counter,
-        topic_policy(ctx),
+        topic_policy(ctx.settings),
         new_id=ctx.new_id,
         vectors=vectors[split:] if vectors is not None else None,
     )

@@ -15,13 +15,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.core import rerank
-from app.core.chunker import cosine
+from app.core.errors import OverLimit
 from app.core.ports import EmbedderUnavailable, RerankerUnavailable
 from app.core.rerank import Candidate, Injected, ScoredHit
 from app.core.rewrite import RewrittenQuery, rewrite
 from app.core.types import ChunkDraft
-from app.errors import OverLimit
+from app.core.vectors import cosine
 from app.services.context import ServiceContext
+from app.services.policies import item_shape
 from app.services.sessions import owned_session
 from app.settings import Settings
 from app.store import events as event_store
@@ -32,7 +33,6 @@ from app.store.models import ChunkRow
 
 EMBEDDER_UNAVAILABLE = "embedder_unavailable"
 RERANKER_FAILED = "reranker_failed"
-RERANK_TEXT_CHARS = 2000
 
 
 @dataclass(frozen=True)
@@ -166,10 +166,11 @@ async def _rerank(
 ) -> tuple[list[ScoredHit], str | None]:
     if ctx.reranker is None or not hits:
         return hits, None
-    documents = [hit.candidate.raw_text[:RERANK_TEXT_CHARS] for hit in hits]
+    settings = ctx.settings.reranker
+    documents = [hit.candidate.raw_text[: settings.max_chars] for hit in hits]
     try:
         scores = await asyncio.wait_for(
-            ctx.reranker.rerank(query.text, documents), timeout=ctx.settings.recall.embed_timeout_s
+            ctx.reranker.rerank(query.text, documents), timeout=settings.timeout_s
         )
         return rerank.reorder(hits, scores), None
     except (RerankerUnavailable, TimeoutError, ValueError):
@@ -225,6 +226,7 @@ async def retrieve(
         per_chunk_tokens=settings.per_chunk_tokens,
         window_seqs=window_seqs,
         count=ctx.counter.count,
+        shape=item_shape(ctx.settings),
         focus=focus_terms(query),
     )
     timings["rerank"] = _ms_since(mark)

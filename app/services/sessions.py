@@ -7,11 +7,12 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.budget import level_for
+from app.core.errors import ChunkNotFound, SessionNotFound
+from app.core.plan import POLICY_FIELDS, session_budget, session_policy
 from app.core.tokens import calibrated, window_for_model
-from app.errors import ChunkNotFound, SessionNotFound
 from app.services.context import ServiceContext
 from app.services.notes import active_facts_view
-from app.services.turn_plan import POLICY_FIELDS, session_budget, session_policy
+from app.services.policies import plan_policy
 from app.store import chunks as chunk_store
 from app.store import events as event_store
 from app.store import facts as fact_store
@@ -39,8 +40,9 @@ def watermark_view(ctx: ServiceContext, row: SessionRow) -> dict[str, Any]:
     window = row.context_window or window_for_model(row.model)
     if window is None:
         return {"context_window": None}
-    budget = session_budget(ctx.settings, window, row.reserve_tokens)
-    policy = session_policy(ctx.settings, row.policy)
+    rules = plan_policy(ctx.settings)
+    budget = session_budget(rules, window, row.reserve_tokens)
+    policy = session_policy(rules, row.policy)
     prompt = calibrated(row.last_prompt_estimate or 0, row.calibration_ratio)
     return {
         "context_window": window,
@@ -69,7 +71,7 @@ async def session_status(ctx: ServiceContext, tenant_id: str, session_id: str) -
             if row.last_offload_turn is not None
             else None
         )
-        facts = await fact_store.current_facts(db, session_id)
+        facts = await fact_store.current_facts(db, session_id, ctx.settings.notes.recent_resolved)
     return {
         "session_id": row.id,
         "turns": row.turn_count,

@@ -16,15 +16,13 @@ from typing import Any
 
 from app.core.assemble import recalled_block
 from app.core.budget import Level
+from app.core.plan import Snapshot, TurnInput, TurnPlan
 from app.core.rerank import NO_MATCH_LINE, format_block
 from app.core.rewrite import RewrittenQuery, rewrite
 from app.core.tokens import count_text_block
 from app.services.context import ServiceContext
 from app.services.offload import OffloadBatch
 from app.services.recall import retrieve
-from app.services.turn_plan import Snapshot, TurnInput, TurnPlan
-
-RECENT_TURNS = 2
 
 
 @dataclass
@@ -60,8 +58,10 @@ def _newest_user_text(inp: TurnInput) -> str | None:
     return None
 
 
-def _recent_texts(snap: Snapshot) -> list[str]:
-    turns = sorted({m.turn for m in snap.window})[-RECENT_TURNS:]
+def _recent_texts(snap: Snapshot, context_turns: int) -> list[str]:
+    if context_turns == 0:
+        return []
+    turns = sorted({m.turn for m in snap.window})[-context_turns:]
     return [m.message.content for m in snap.window if m.turn in turns and m.message.content]
 
 
@@ -99,7 +99,10 @@ async def recall_for_turn(
     if result.skipped_reason:
         return result
     assert text is not None
-    query = rewrite(text[: ctx.settings.recall.max_query_chars], _recent_texts(snap))
+    query = rewrite(
+        text[: ctx.settings.recall.max_query_chars],
+        _recent_texts(snap, ctx.settings.recall.context_turns),
+    )
     result.query = query
     top_k, budget = _limits(ctx, plan, extra_tokens)
     forced = inp.recall == "force" or query.has_reference

@@ -19,13 +19,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app import metrics
 from app.core.assemble import PromptParts, assemble
+from app.core.errors import IdempotencyKeyReused, SessionBusy, SessionNotFound
 from app.core.notes import NotesBody
+from app.core.plan import Snapshot, TurnInput, TurnPlan, plan_turn
 from app.core.tokens import calibrated
-from app.errors import IdempotencyKeyReused, SessionBusy, SessionNotFound
 from app.services.context import ServiceContext
 from app.services.notes import NotesUpdate, active_facts_view, update_notes
 from app.services.offload import OffloadBatch, build_batch
-from app.services.turn_plan import Snapshot, TurnInput, TurnPlan, plan_turn
+from app.services.policies import plan_policy
 from app.services.turn_recall import TurnRecall, recall_for_turn
 from app.store import chunks as chunk_store
 from app.store import events as event_store
@@ -57,7 +58,9 @@ async def load_snapshot(ctx: ServiceContext, inp: TurnInput) -> Snapshot:
         if inp.idempotency_key:
             await _check_replay(db, inp)
         window = await session_store.window_messages(db, inp.session_id)
-        facts = await fact_store.current_facts(db, inp.session_id)
+        facts = await fact_store.current_facts(
+            db, inp.session_id, ctx.settings.notes.recent_resolved
+        )
     return Snapshot(
         exists=True,
         version=row.version,
@@ -140,7 +143,7 @@ async def _attempt(ctx: ServiceContext, inp: TurnInput) -> dict[str, Any]:
     snap = await load_snapshot(ctx, inp)
     timings["db_read"] = _ms_since(started)
     mark = time.perf_counter()
-    plan = plan_turn(inp, snap, ctx.counter, ctx.settings, ctx.clock(), ctx.new_id)
+    plan = plan_turn(inp, snap, ctx.counter, plan_policy(ctx.settings), ctx.clock(), ctx.new_id)
     timings["plan"] = _ms_since(mark)
     mark = time.perf_counter()
     batch = await build_batch(ctx, plan)

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
-from app.errors import DatabaseUnavailable
+from app.core.errors import DatabaseUnavailable
 
 
 def async_url(url: str) -> str:

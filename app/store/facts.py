@@ -12,8 +12,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.core.facts import Fact, FactKind, FactStatus
 from app.store.models import FactRow, NoteRow
 
-RECENT_RESOLVED = 5
-
 
 def _fact(row: FactRow) -> Fact:
     return Fact(
@@ -28,9 +26,9 @@ def _fact(row: FactRow) -> Fact:
     )
 
 
-async def current_facts(db: AsyncSession, session_id: str) -> list[Fact]:
-    """Active facts, and the few most recently resolved pending actions (for `done`), in one
-    round trip: every turn reads them."""
+async def current_facts(db: AsyncSession, session_id: str, recent_resolved: int) -> list[Fact]:
+    """Active facts, and the `recent_resolved` most recently resolved pending actions (for
+    `done`), in one round trip: every turn reads them."""
     active = select(FactRow).where(
         FactRow.session_id == session_id, FactRow.status == FactStatus.ACTIVE
     )
@@ -38,7 +36,7 @@ async def current_facts(db: AsyncSession, session_id: str) -> list[Fact]:
         select(FactRow)
         .where(FactRow.session_id == session_id, FactRow.status == FactStatus.RESOLVED)
         .order_by(FactRow.resolved_at_turn.desc(), FactRow.id.desc())
-        .limit(RECENT_RESOLVED)
+        .limit(recent_resolved)
     )
     rows = list(
         (await db.execute(select(FactRow).from_statement(union_all(active, resolved)))).scalars()

@@ -27,7 +27,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
-from app.errors import EncryptionKeyMissing, EncryptionKeyRejected, InvalidEncryptionKey
+from app.core.errors import EncryptionKeyMissing, EncryptionKeyRejected, InvalidEncryptionKey
 
 SEALED_PREFIX = "ebbtide:fernet:"
 BLIND_TERM_HEX = 24  # 96 bits of HMAC-SHA256: no collisions within one session's terms

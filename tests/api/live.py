@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.bench import free_loopback_port, wait_until_ready
+from app.loopback import free_loopback_port, wait_until_ready
 from app.store.embedded import drop_database, fresh_database, url_of_database
 
 DATABASE_VARIABLES = frozenset({"DATABASE_URL", "EBBTIDE_DATABASE_URL"})

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.bench import BenchConfig, run_bench
+from app.bench.run import BenchConfig, run_bench
 from tests.conftest import PROJECT_ROOT
 
 TOY = BenchConfig(

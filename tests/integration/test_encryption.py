@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.errors import EncryptionKeyMissing, EncryptionKeyRejected, InvalidEncryptionKey
+from app.core.errors import EncryptionKeyMissing, EncryptionKeyRejected, InvalidEncryptionKey
 from app.services.context import ServiceContext
 from app.services.maintenance import reseal_all
 from app.services.recall import recall_query

@@ -8,11 +8,7 @@ from typing import Any
 
 import httpx
 
-from app.main import create_app
-from app.providers.embedders import LocalEmbedder
-from app.providers.tokenizer import default_counter
-from app.report import write_report
-from app.services.baselines import (
+from app.evaluation.baselines import (
     CompactionOnly,
     EbbtideInProcess,
     EbbtideOverHttp,
@@ -21,8 +17,12 @@ from app.services.baselines import (
     Strategy,
     Truncation,
 )
+from app.evaluation.report import write_report
+from app.evaluation.run import EvalConfig, evaluate, run_needles
+from app.main import create_app
+from app.providers.embedders import LocalEmbedder
+from app.providers.tokenizer import default_counter
 from app.services.context import ServiceContext
-from app.services.evaluation import EvalConfig, evaluate, run_needles
 from app.settings import Settings
 from app.store.database import Database
 

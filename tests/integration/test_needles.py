@@ -7,14 +7,14 @@ the planted sentence is inside the block injected before the question.
 
 from __future__ import annotations
 
+from app.core.plan import TurnInput
 from app.core.rerank import NO_MATCH_LINE
 from app.core.rewrite import has_reference
 from app.core.types import Message
+from app.evaluation.scenarios import NEVER_SAID, block_items, needle_scenario, replay_needles
 from app.providers.embedders import LocalEmbedder
 from app.providers.tokenizer import default_counter
 from app.services.context import ServiceContext
-from app.services.scenarios import NEVER_SAID, block_items, needle_scenario, replay_needles
-from app.services.turn_plan import TurnInput
 from app.services.turns import run_turn
 from app.settings import Settings
 from app.store.database import Database

@@ -3,8 +3,8 @@ and every open pending action a correct scratchpad should hold, at every offload
 
 from __future__ import annotations
 
+from app.evaluation.scenarios import replay_task, task_scenario
 from app.services.context import ServiceContext
-from app.services.scenarios import replay_task, task_scenario
 
 TURNS = 500
 

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from app.bench import free_loopback_port
-from app.core.chunker import cosine
 from app.core.ports import ChatModelUnavailable, EmbedderUnavailable, RerankerUnavailable
+from app.core.vectors import cosine
+from app.loopback import free_loopback_port
 from app.providers.embedders import LocalEmbedder, OpenAIEmbedder
 from app.providers.llm import OpenAIChatModel
 from app.providers.reranker import HttpReranker

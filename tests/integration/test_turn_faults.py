@@ -8,12 +8,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.core.facts import FactChanges
 from app.core.notes import NotesBody
+from app.core.plan import plan_turn
 from app.core.types import Message
 from app.providers.fakes import DownEmbedder, SlowEmbedder
 from app.services.context import ServiceContext
 from app.services.notes import NotesUpdate
 from app.services.offload import OffloadBatch
-from app.services.turn_plan import plan_turn
+from app.services.policies import plan_policy
 from app.services.turn_recall import TurnRecall
 from app.services.turns import (
     Outcome,
@@ -40,7 +41,7 @@ async def fill_to_the_brink(ctx: ServiceContext, session_id: str) -> Message:
             turn_input(session_id, [nxt], context_window=WINDOW),
             snap,
             ctx.counter,
-            ctx.settings,
+            plan_policy(ctx.settings),
             ctx.clock(),
             ctx.new_id,
         )
@@ -94,7 +95,7 @@ async def test_a_turn_planned_on_a_stale_version_is_not_written(
     await run_turn(ctx, turn_input("race", [user("first")], model="gpt-4o"))
     late = turn_input("race", [user("late")])
     snap = await load_snapshot(ctx, late)
-    plan = plan_turn(late, snap, ctx.counter, ctx.settings, ctx.clock(), ctx.new_id)
+    plan = plan_turn(late, snap, ctx.counter, plan_policy(ctx.settings), ctx.clock(), ctx.new_id)
     await run_turn(ctx, turn_input("race", [user("winner")]))
     before = await session_rows(connection, "race")
     with pytest.raises(VersionConflict):

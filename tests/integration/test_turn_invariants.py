@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.core.plan import TurnInput
 from app.core.types import Message
 from app.providers.fakes import CountingEmbedder
 from app.services.context import ServiceContext
-from app.services.turn_plan import TurnInput
 from app.services.turns import run_turn
 from tests.builders import assistant, tool, user
 from tests.integration.helpers import chunk_texts, message_texts

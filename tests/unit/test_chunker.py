@@ -6,10 +6,8 @@ from app.core.chunker import (
     TopicPolicy,
     as_budget_unit,
     build_chunks,
-    cosine,
     group_units,
     make_stub,
-    mean_vector,
     oversize_chunk,
     oversize_limit,
     render_message,
@@ -17,6 +15,7 @@ from app.core.chunker import (
 )
 from app.core.lexical import distinct_terms, lexical_terms
 from app.core.types import ChunkKind
+from app.core.vectors import cosine, mean_vector
 from app.providers.fakes import WhitespaceCounter
 from tests.builders import T0, assistant, make_window_message, tool, user, words
 

@@ -3,8 +3,12 @@ from __future__ import annotations
 from app.core.facts import Fact, FactKind, FactStatus, SourceMessage
 from app.core.notes import NotesBody, render, scope_words, update_body, weakened
 from app.providers.fakes import WhitespaceCounter
+from app.services.policies import notes_limits
+from app.settings import Settings
 
 COUNT = WhitespaceCounter().count
+LIMITS = notes_limits(Settings(database_url="postgresql://unused"))
+KEPT = LIMITS.min_content_kept
 
 
 def said(text: str, turn: int = 1, role: str = "user") -> SourceMessage:
@@ -31,11 +35,12 @@ def test_the_body_keeps_goal_tasks_and_what_was_done() -> None:
             said("I have exported the overdue list as CSV.", 3, role="assistant"),
             said("Can you also email the summary to finance?", 4),
         ],
+        LIMITS,
     )
     assert body.goal == "I need to reconcile the Q3 invoices"
     assert [o["text"] for o in body.open] == ["Can you also email the summary to finance?"]
     assert [d["turn"] for d in body.done] == [3]
-    changed = update_body(body, [said("New goal: close the books for October.", 9)])
+    changed = update_body(body, [said("New goal: close the books for October.", 9)], LIMITS)
     assert changed.goal == "New goal: close the books for October"
     assert NotesBody.from_json(changed.to_json()) == changed
 
@@ -55,7 +60,7 @@ def test_notes_render_every_section_in_order() -> None:
         fact(FactKind.PENDING_ACTION, "send the CSV", 3, status=FactStatus.RESOLVED),
         fact(FactKind.CONSTRAINT, "old rule", 1, status=FactStatus.SUPERSEDED),
     ]
-    text = render(body, facts, cap_tokens=1000, count=COUNT)
+    text = render(body, facts, cap_tokens=1000, count=COUNT, limits=LIMITS)
     assert text.splitlines()[0] == "[Goal]"
     order = [line for line in text.splitlines() if line.startswith("[")]
     assert order == [
@@ -74,11 +79,11 @@ def test_notes_render_every_section_in_order() -> None:
 def test_over_the_cap_done_goes_first_and_constraints_last() -> None:
     body = NotesBody(goal="a goal", done=[{"text": f"done {i}", "turn": i} for i in range(5)])
     facts = [fact(FactKind.CONSTRAINT, f"only rule {i}", i) for i in range(5)]
-    full = render(body, facts, cap_tokens=1000, count=COUNT)
-    tight = render(body, facts, cap_tokens=COUNT(full) - 6, count=COUNT)
+    full = render(body, facts, cap_tokens=1000, count=COUNT, limits=LIMITS)
+    tight = render(body, facts, cap_tokens=COUNT(full) - 6, count=COUNT, limits=LIMITS)
     assert COUNT(tight) <= COUNT(full) - 6
     assert "done 0" not in tight and "only rule 0" in tight
-    tiny = render(body, facts, cap_tokens=20, count=COUNT)
+    tiny = render(body, facts, cap_tokens=20, count=COUNT, limits=LIMITS)
     assert COUNT(tiny) <= 20 and "only rule 4" in tiny and "done" not in tiny
 
 
@@ -87,7 +92,7 @@ def test_the_cap_holds_when_lines_do_not_add_up_to_the_block() -> None:
         return COUNT(text) + 3 * text.count("\n")
 
     facts = [fact(FactKind.CONSTRAINT, f"only rule {i}", i) for i in range(8)]
-    notes = render(NotesBody(), facts, cap_tokens=30, count=lumpy)
+    notes = render(NotesBody(), facts, cap_tokens=30, count=lumpy, limits=LIMITS)
     assert lumpy(notes) <= 30 and "only rule 7" in notes and "only rule 0" not in notes
 
 
@@ -99,7 +104,7 @@ def test_many_facts_are_cut_to_the_cap_with_each_line_counted_once() -> None:
         return COUNT(text)
 
     facts = [fact(FactKind.CONSTRAINT, f"only rule {i}", i) for i in range(400)]
-    notes = render(NotesBody(), facts, cap_tokens=100, count=counting)
+    notes = render(NotesBody(), facts, cap_tokens=100, count=counting, limits=LIMITS)
     assert COUNT(notes) <= 100 and "only rule 399" in notes
     assert len(calls) < 420  # 400 lines and a few headers, not a recount per dropped line
 
@@ -112,17 +117,19 @@ def test_notes_that_drop_or_weaken_a_constraint_are_caught() -> None:
         fact(FactKind.CONSTRAINT, "never on Fridays", status=FactStatus.SUPERSEDED),
     ]
     faithful = "[Constraints]\n- Only ship from the East-China warehouse\n- 只查华东仓"
-    assert weakened(faithful, facts) == []
+    assert weakened(faithful, facts, min_content_kept=KEPT) == []
     softened = "[Constraints]\n- Prefer the East-China warehouse for shipping\n- 只查华东仓"
-    assert [f.text for f in weakened(softened, facts)] == [facts[0].text]
+    assert [f.text for f in weakened(softened, facts, min_content_kept=KEPT)] == [facts[0].text]
     dropped = "[Constraints]\n- Only ship from the East-China warehouse"
-    assert [f.text for f in weakened(dropped, facts)] == ["只查华东仓"]
+    assert [f.text for f in weakened(dropped, facts, min_content_kept=KEPT)] == ["只查华东仓"]
     assert scope_words("只查华东仓，不要华南仓") == ["只", "不要"]
     assert scope_words("Never ship on Fridays") == ["never"]
 
 
 def test_a_constraint_is_kept_only_with_its_numbers_on_one_line() -> None:
     rule = fact(FactKind.CONSTRAINT, "Only use supplier 3 for region 3")
-    assert weakened("- Only use supplier 3 for region 3", [rule]) == []
-    assert weakened("- Only use supplier 4 for region 4", [rule]) == [rule]
-    assert weakened("- Only use supplier\n- 3 for region 3", [rule]) == [rule]
+    assert weakened("- Only use supplier 3 for region 3", [rule], min_content_kept=KEPT) == []
+    assert weakened("- Only use supplier 4 for region 4", [rule], min_content_kept=KEPT) == [rule]
+    assert weakened("- Only use supplier\n- 3 for region 3", [rule], min_content_kept=KEPT) == [
+        rule
+    ]

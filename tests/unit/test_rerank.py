@@ -17,9 +17,12 @@ from app.core.rerank import (
 )
 from app.core.rewrite import rewrite
 from app.providers.fakes import WhitespaceCounter
+from app.services.policies import item_shape
+from app.settings import Settings
 from tests.builders import T0
 
 COUNT = WhitespaceCounter().count
+SHAPE = item_shape(Settings(database_url="postgresql://unused"))
 
 
 def make_candidate(chunk_id: str, **overrides: object) -> Candidate:
@@ -125,13 +128,27 @@ def test_packing_respects_k_budget_window_and_orders_by_time() -> None:
         hit("fourth", 0.5, turn_start=9, seq_start=9, seq_end=9),
     ]
     items = pack(
-        hits, top_k=2, budget_tokens=1000, per_chunk_tokens=50, window_seqs={60, 61}, count=COUNT
+        hits,
+        top_k=2,
+        budget_tokens=1000,
+        per_chunk_tokens=50,
+        window_seqs={60, 61},
+        count=COUNT,
+        shape=SHAPE,
     )
     assert [i.hit.candidate.chunk_id for i in items] == ["early", "late"]
     early = items[0]
     assert early.truncated and early.tokens <= 50 and "GET chunk early" in early.text
     assert [i.hit.score for i in items] == [0.7, 0.9]
-    tight = pack(hits, top_k=5, budget_tokens=30, per_chunk_tokens=50, window_seqs=(), count=COUNT)
+    tight = pack(
+        hits,
+        top_k=5,
+        budget_tokens=30,
+        per_chunk_tokens=50,
+        window_seqs=(),
+        count=COUNT,
+        shape=SHAPE,
+    )
     assert sum(i.tokens for i in tight) <= 30
 
 
@@ -143,6 +160,7 @@ def test_block_items_are_headed_with_time_turns_and_chunk_id() -> None:
         per_chunk_tokens=100,
         window_seqs=(),
         count=COUNT,
+        shape=SHAPE,
     )
     block = format_block(items)
     assert block.startswith("[2026-11-30T13:00:00+00:00 | turn 1-2 | ck_1]\ntext of ck_1")
@@ -175,10 +193,27 @@ def test_an_excerpt_keeps_the_sentences_around_the_best_match() -> None:
 
 def test_packing_stops_when_the_budget_has_no_room_for_another_item() -> None:
     hits = [hit("a", 0.9, raw_text=" ".join(["w"] * 40)), hit("b", 0.8)]
-    items = pack(hits, top_k=5, budget_tokens=60, per_chunk_tokens=60, window_seqs=(), count=COUNT)
+    items = pack(
+        hits,
+        top_k=5,
+        budget_tokens=60,
+        per_chunk_tokens=60,
+        window_seqs=(),
+        count=COUNT,
+        shape=SHAPE,
+    )
     assert [i.hit.candidate.chunk_id for i in items] == ["a"]
     assert (
-        pack(hits, top_k=5, budget_tokens=5, per_chunk_tokens=60, window_seqs=(), count=COUNT) == []
+        pack(
+            hits,
+            top_k=5,
+            budget_tokens=5,
+            per_chunk_tokens=60,
+            window_seqs=(),
+            count=COUNT,
+            shape=SHAPE,
+        )
+        == []
     )
 
 
@@ -190,5 +225,6 @@ def test_a_chunk_is_packed_once_even_if_listed_twice() -> None:
         per_chunk_tokens=100,
         window_seqs=(),
         count=COUNT,
+        shape=SHAPE,
     )
     assert len(items) == 1

@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 
 from app.core.budget import Level
+from app.core.errors import InvalidPolicyOverride, InvalidWindow, OrphanToolResult, UnknownModel
+from app.core.plan import Snapshot, TurnInput, TurnPlan, plan_turn
 from app.core.types import Message
-from app.errors import InvalidPolicyOverride, InvalidWindow, OrphanToolResult, UnknownModel
 from app.providers.fakes import WhitespaceCounter
-from app.services.turn_plan import Snapshot, TurnInput, TurnPlan, plan_turn
+from app.services.policies import plan_policy
 from app.settings import Settings
 from tests.builders import T0, assistant, make_window_message, tool, user, words
 
@@ -38,7 +39,7 @@ def existing(**overrides: Any) -> Snapshot:
 
 def plan(inp: TurnInput, snap: Snapshot = NEW, settings: Settings = SETTINGS) -> TurnPlan:
     numbers = count(1)
-    return plan_turn(inp, snap, COUNTER, settings, T0, lambda: f"ck_{next(numbers)}")
+    return plan_turn(inp, snap, COUNTER, plan_policy(settings), T0, lambda: f"ck_{next(numbers)}")
 
 
 def test_unknown_model_without_a_window_names_the_field() -> None:

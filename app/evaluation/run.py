@@ -20,15 +20,34 @@ import statistics
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
+
+import httpx
+from tqdm import tqdm
 
 from app.core.rerank import NO_MATCH_LINE
 from app.core.rewrite import has_reference
+from app.core.stats import percentiles
 from app.core.types import Message
-from app.services.baselines import Kit, Strategy, TurnOutput, budget_of
-from app.services.scenarios import NEVER_SAID, block_items, needle_scenario, task_scenario
+from app.evaluation.baselines import (
+    STRATEGIES,
+    CompactionOnly,
+    EbbtideInProcess,
+    EbbtideOverHttp,
+    FullRag,
+    Kit,
+    Strategy,
+    Truncation,
+    TurnOutput,
+    budget_of,
+)
+from app.evaluation.report import write_report
+from app.evaluation.scenarios import NEVER_SAID, block_items, needle_scenario, task_scenario
+from app.main import build_context, build_embedder
+from app.providers.tokenizer import default_counter
+from app.settings import Settings
 
-STRATEGIES = ("truncation", "compaction", "full_rag", "ebbtide")
 Factory = Callable[[str, str], Strategy]  # (strategy name, session id) -> strategy
 Progress = Callable[[int], None]
 
@@ -74,16 +93,6 @@ class Series:
             "stages_ms": {stage: percentiles(v) for stage, v in self.stages_ms.items()},
             "fallback_rate": round(self.fallbacks / turns, 4),
         }
-
-
-def percentiles(values: Sequence[float]) -> dict[str, float]:
-    if not values:
-        return {"p50": 0.0, "p95": 0.0}
-    ordered = sorted(values)
-    return {
-        "p50": round(ordered[len(ordered) // 2], 3),
-        "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 3),
-    }
 
 
 def prompt_text(prompt: Iterable[dict[str, Any]]) -> str:
@@ -239,3 +248,41 @@ async def evaluate(
     ]
     tasks = [(await run_task(kit, make, name, config, progress)).as_dict() for name in STRATEGIES]
     return {"config": asdict(config), "needles": needles, "task": tasks}
+
+
+async def run_eval(
+    settings: Settings,
+    config: EvalConfig,
+    out: Path,
+    database_url: str | None,
+    server: str | None,
+    api_key: str | None,
+    command: str,
+) -> None:
+    """`ebbtide eval`: every strategy in this process, Ebbtide in-process on `database_url`
+    or over HTTP against `server`; writes the report under `out`."""
+    ctx = build_context(settings, database_url) if database_url else None
+    kit = Kit(default_counter(), ctx.embedder if ctx else build_embedder(settings), settings)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    client = httpx.AsyncClient(base_url=server or "http://unused", headers=headers, timeout=120)
+
+    def make(name: str, session: str) -> Strategy:
+        if name == "truncation":
+            return Truncation(kit, config.window)
+        if name == "compaction":
+            return CompactionOnly(kit, config.window)
+        if name == "full_rag":
+            return FullRag(kit, config.window)
+        if ctx is not None:
+            return EbbtideInProcess(ctx, config.window, session)
+        return EbbtideOverHttp(client, config.window, session)
+
+    try:
+        with tqdm(total=total_steps(kit, config), unit="turn", desc="ebbtide eval") as bar:
+            report = await evaluate(kit, make, config, bar.update)
+    finally:
+        await client.aclose()
+        if ctx is not None:
+            await ctx.aclose()
+    write_report(report, out, command)
+    print(f"ebbtide: report written to {out}/report.md")

@@ -22,15 +22,18 @@ import httpx
 
 from app.core.assemble import notes_block, recalled_block
 from app.core.budget import resolve_reserve
-from app.core.chunker import cosine
 from app.core.facts import Fact, SourceMessage, apply, extract
 from app.core.notes import NotesBody, render, update_body
 from app.core.ports import Embedder, EmbedderUnavailable, TokenCounter
 from app.core.tokens import PROMPT_OVERHEAD, count_message, count_text_block
 from app.core.types import Message
+from app.core.vectors import cosine
+from app.evaluation.scenarios import post
 from app.services.context import ServiceContext
-from app.services.scenarios import post
+from app.services.policies import notes_limits
 from app.settings import Settings
+
+STRATEGIES = ("truncation", "compaction", "full_rag", "ebbtide")
 
 
 @dataclass(frozen=True)
@@ -134,12 +137,14 @@ class CompactionOnly:
             for i, (m, _) in enumerate(self.history.items[self.start : upto], self.start)
         ]
         self.facts = apply(self.facts, extract(sources, self.facts))
-        self.body = update_body(self.body, sources)
+        limits = notes_limits(self.ctx.settings)
+        self.body = update_body(self.body, sources, limits)
         self.summary = render(
             self.body,
             self.facts,
             cap_tokens=self.ctx.settings.notes.cap_tokens,
             count=self.ctx.counter.count,
+            limits=limits,
         )
         self.start = upto
 

@@ -1,7 +1,10 @@
 """Planning a turn, with no I/O: what to store, what to offload, what the prompt becomes.
 
 The plan is computed from a snapshot read outside any transaction; the write step re-checks
-the session version, so a plan never outlives the state it was made from.
+the session version, so a plan never outlives the state it was made from. Every number it
+uses arrives in a `PlanPolicy` (built from the settings by the caller) or in the session's
+own sticky overrides; it raises a domain error before anything is written when the turn is
+invalid (unknown model, no room for the reserve, a bad policy override, an orphan tool result).
 """
 
 from __future__ import annotations
@@ -20,6 +23,12 @@ from app.core.chunker import (
     oversize_chunk,
     oversize_limit,
 )
+from app.core.errors import (
+    InvalidPolicyOverride,
+    InvalidWindow,
+    OrphanToolResult,
+    UnknownModel,
+)
 from app.core.facts import Fact
 from app.core.notes import NotesBody
 from app.core.ports import TokenCounter
@@ -32,13 +41,6 @@ from app.core.tokens import (
     window_for_model,
 )
 from app.core.types import ChunkDraft, Message, WindowMessage
-from app.errors import (
-    InvalidPolicyOverride,
-    InvalidWindow,
-    OrphanToolResult,
-    UnknownModel,
-)
-from app.settings import Settings
 
 POLICY_FIELDS = (
     "offload_ratio",
@@ -48,6 +50,38 @@ POLICY_FIELDS = (
     "floor_tokens",
     "cooldown_turns",
 )
+
+
+@dataclass(frozen=True)
+class StubShape:
+    """How an oversize message's stub quotes it: its first and last lines, each clipped."""
+
+    head_lines: int
+    tail_lines: int
+    line_chars: int
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """How fast the estimate follows the provider's reported prompt size, and its bounds."""
+
+    alpha: float
+    lower: float
+    upper: float
+
+
+@dataclass(frozen=True)
+class PlanPolicy:
+    """The settings a plan is made under (the session's overrides apply on top)."""
+
+    default_model: str | None
+    policy: Policy  # watermark ratios, floor and cooldown before the session's overrides
+    reserve_tokens: int
+    reserve_max_fraction: float
+    oversize_fraction: float
+    oversize_max_tokens: int
+    stub: StubShape
+    calibration: Calibration
 
 
 @dataclass(frozen=True)
@@ -138,26 +172,22 @@ class TurnPlan:
         return bool(self.offload_units)
 
 
-def session_budget(settings: Settings, window: int, reserve_override: int | None) -> Budget:
+def session_budget(rules: PlanPolicy, window: int, reserve_override: int | None) -> Budget:
     reserve = policy_math.resolve_reserve(
-        window,
-        reserve_override,
-        settings.budget.reserve_tokens,
-        settings.budget.reserve_max_fraction,
+        window, reserve_override, rules.reserve_tokens, rules.reserve_max_fraction
     )
     return Budget(window, reserve)
 
 
-def session_policy(settings: Settings, overrides: dict[str, Any]) -> Policy:
-    """The settings' policy with the session's overrides; raises InvalidPolicy."""
-    defaults = {name: getattr(settings.budget, name) for name in POLICY_FIELDS}
-    return Policy(**{**defaults, **overrides})
+def session_policy(rules: PlanPolicy, overrides: dict[str, Any]) -> Policy:
+    """The default policy with the session's overrides; raises InvalidPolicy."""
+    return replace(rules.policy, **overrides)
 
 
 def resolve_config(
-    inp: TurnInput, snap: Snapshot, counter: TokenCounter, settings: Settings
+    inp: TurnInput, snap: Snapshot, counter: TokenCounter, rules: PlanPolicy
 ) -> SessionConfig:
-    model = inp.model or snap.model or settings.default_model
+    model = inp.model or snap.model or rules.default_model
     window = inp.context_window or snap.context_window or window_for_model(model)
     if window is None:
         raise UnknownModel(
@@ -166,7 +196,7 @@ def resolve_config(
             model=model,
         )
     reserve_override = inp.reserve_tokens if inp.reserve_tokens is not None else snap.reserve_tokens
-    budget = session_budget(settings, window, reserve_override)
+    budget = session_budget(rules, window, reserve_override)
     if budget.reserve >= window:
         raise InvalidWindow(
             "reserve_tokens must be smaller than context_window",
@@ -176,7 +206,7 @@ def resolve_config(
         )
     overrides = {**snap.policy, **(inp.policy or {})}
     try:
-        policy = session_policy(settings, overrides)
+        policy = session_policy(rules, overrides)
     except policy_math.InvalidPolicy as error:
         raise InvalidPolicyOverride(str(error), field="policy", policy=overrides) from error
     system = inp.system if inp.system is not None else snap.system_prompt
@@ -223,16 +253,14 @@ def stage_messages(
     snap: Snapshot,
     config: SessionConfig,
     counter: TokenCounter,
-    settings: Settings,
+    rules: PlanPolicy,
     now: datetime,
     new_id: Callable[[], str],
 ) -> tuple[list[WindowMessage], list[ChunkDraft]]:
     """Numbers the new messages and moves oversize ones to chunks of their own at once."""
     turn = snap.turn_count + 1
     limit = oversize_limit(
-        config.budget.available,
-        settings.budget.oversize_fraction,
-        settings.budget.oversize_max_tokens,
+        config.budget.available, rules.oversize_fraction, rules.oversize_max_tokens
     )
     staged: list[WindowMessage] = []
     drafts: list[ChunkDraft] = []
@@ -251,9 +279,9 @@ def stage_messages(
                 chunk_id,
                 message.content,
                 item.tokens,
-                settings.budget.stub_head_lines,
-                settings.budget.stub_tail_lines,
-                settings.budget.stub_line_chars,
+                rules.stub.head_lines,
+                rules.stub.tail_lines,
+                rules.stub.line_chars,
             )
             stubbed = message.model_copy(update={"content": stub})
             item = replace(
@@ -266,16 +294,16 @@ def stage_messages(
     return staged, drafts
 
 
-def _calibration(inp: TurnInput, snap: Snapshot, settings: Settings) -> float:
+def _calibration(inp: TurnInput, snap: Snapshot, rules: Calibration) -> float:
     if inp.observed_prompt_tokens is None or snap.last_prompt_estimate is None:
         return snap.calibration_ratio
     return update_calibration(
         snap.calibration_ratio,
         inp.observed_prompt_tokens,
         snap.last_prompt_estimate,
-        alpha=settings.budget.calibration_alpha,
-        lower=settings.budget.calibration_min,
-        upper=settings.budget.calibration_max,
+        alpha=rules.alpha,
+        lower=rules.lower,
+        upper=rules.upper,
     )
 
 
@@ -283,16 +311,16 @@ def plan_turn(
     inp: TurnInput,
     snap: Snapshot,
     counter: TokenCounter,
-    settings: Settings,
+    rules: PlanPolicy,
     now: datetime,
     new_id: Callable[[], str],
 ) -> TurnPlan:
     """Validates the turn and decides everything it will write. Raises before any write."""
-    config = resolve_config(inp, snap, counter, settings)
+    config = resolve_config(inp, snap, counter, rules)
     check_tool_results(snap.window, inp.messages)
-    staged, oversize = stage_messages(inp, snap, config, counter, settings, now, new_id)
+    staged, oversize = stage_messages(inp, snap, config, counter, rules, now, new_id)
     turn = snap.turn_count + 1
-    ratio = _calibration(inp, snap, settings)
+    ratio = _calibration(inp, snap, rules.calibration)
     window = [*snap.window, *staged]
     estimate = prompt_tokens([config.c0_tokens, snap.notes_tokens, *(m.tokens for m in window)])
     usage = calibrated(estimate, ratio)

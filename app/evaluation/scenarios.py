@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core.assemble import RECALL_HEADER
+from app.core.plan import TurnInput
 from app.core.types import Message
 from app.services.context import ServiceContext
-from app.services.turn_plan import TurnInput
 from app.services.turns import run_turn
 from app.store.models import DEFAULT_TENANT
 

@@ -20,22 +20,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
-import socket
-import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Awaitable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Awaitable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from app.bench_report import markdown
+from app.bench.report import markdown
+from app.bench.servers import Server, rss_mib, serving
 from app.core.stats import percentiles
 from app.store.embedded import drop_database, fresh_database, start_embedded
 
@@ -65,7 +61,6 @@ VOCABULARY = _vocabulary(4000)
 # Zipf weights: a few words are everywhere, most are rare, as in conversation (a short fixed
 # list would put every term in every chunk and make lexical search look pathological).
 ZIPF_WEIGHTS = [1.0 / rank for rank in range(1, len(VOCABULARY) + 1)]
-START_TIMEOUT_S = 180
 TURN_TIMEOUT_S = 120
 
 
@@ -101,85 +96,6 @@ class BenchConfig:
 
 def sentence(rng: random.Random, words: int) -> str:
     return " ".join(rng.choices(VOCABULARY, weights=ZIPF_WEIGHTS, k=words))
-
-
-# --- the server under test ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Server:
-    base: str
-    pid: int
-
-
-def free_loopback_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_until_ready(base: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    """Polls `/readyz` until the server answers 200; raises with its log if it exits or is
-    not ready within START_TIMEOUT_S."""
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"the server exited early:\n{log.read_text()}")
-        try:
-            if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.3)
-    raise RuntimeError(f"the server was not ready in {START_TIMEOUT_S} s:\n{log.read_text()}")
-
-
-@contextmanager
-def serving(database_url: str, embedder: str, log: Path) -> Iterator[Server]:
-    """`ebbtide serve` on loopback with the floor endpoint, stopped at the end."""
-    port = free_loopback_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url,
-        "HOST": "127.0.0.1",
-        "PORT": str(port),
-        "EBBTIDE_EMBEDDER__KIND": embedder,
-        "EBBTIDE_FLOOR_ENDPOINT": "true",
-        "EBBTIDE_LOG__LEVEL": "warning",
-    }
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve"], env=env, stdout=out, stderr=out
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_ready(base, process, log)
-        yield Server(base, process.pid)
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
-
-
-def rss_mib(pid: int) -> float:
-    """Resident memory of the server process (and its children, e.g. the embedder's)."""
-    total = 0
-    for candidate in [pid, *_children(pid)]:
-        try:
-            for line in Path(f"/proc/{candidate}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        except FileNotFoundError:
-            continue
-    return round(total / 1024, 1)
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        found = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except FileNotFoundError:
-        return []
-    kids = [int(child) for child in found]
-    return kids + [grandchild for kid in kids for grandchild in _children(kid)]
 
 
 @dataclass
@@ -304,9 +220,9 @@ async def history_growth(server: Server, config: BenchConfig) -> dict[str, Any]:
 
 
 async def archive_growth(database_url: str, config: BenchConfig) -> dict[str, Any]:
-    from app.services import archive_bench
+    from app.bench import archive
 
-    return await archive_bench.measure(
+    return await archive.measure(
         database_url, config.archive_sizes, config.archive_queries, config.seed
     )
 

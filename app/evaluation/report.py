@@ -11,7 +11,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
 
-from app.services.evaluation import STRATEGIES
+from app.evaluation.baselines import STRATEGIES
 
 
 def _pct(value: float | None) -> str:

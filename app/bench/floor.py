@@ -1,0 +1,52 @@
+"""The benchmark's floor: the least a turn endpoint can do on this stack, served at
+`POST /bench/floor/{session_id}` only with `EBBTIDE_FLOOR_ENDPOINT=true` and outside the
+public contract. Same framework, auth and database round trip as a turn: it stores the posted
+messages in one transaction (the session row locked, one insert) and returns them, with no
+token accounting, recall, notes or assembly. `ebbtide bench` compares every turn against it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+
+from app.api.deps import service_context, tenant_with
+from app.api.routes import SessionId
+from app.api.schemas import TurnRequest
+from app.core.types import Message, WindowMessage
+from app.services.context import ServiceContext
+from app.services.sessions import locked_session
+from app.store import sessions as session_store
+
+router = APIRouter(include_in_schema=False)
+
+
+async def store_and_echo(
+    ctx: ServiceContext, tenant_id: str, session_id: str, messages: Sequence[Message]
+) -> list[dict[str, Any]]:
+    now = ctx.clock()
+    async with ctx.database.transaction() as db:
+        await session_store.create_session(db, session_id, tenant_id)
+        row = await locked_session(db, tenant_id, session_id)
+        rows = [
+            WindowMessage(
+                seq=row.next_seq + i, turn=row.turn_count + 1, message=m, tokens=0, created_at=now
+            )
+            for i, m in enumerate(messages)
+        ]
+        await session_store.insert_messages(db, session_id, rows)
+        row.next_seq += len(rows)
+        row.turn_count += 1
+    return [m.to_openai() for m in messages]
+
+
+@router.post("/bench/floor/{session_id}")
+async def post_floor(
+    session_id: SessionId,
+    body: TurnRequest,
+    ctx: Annotated[ServiceContext, Depends(service_context)],
+    tenant: Annotated[str, Depends(tenant_with("memory:write"))],
+) -> dict[str, Any]:
+    echoed = await store_and_echo(ctx, tenant, session_id, body.messages)
+    return {"session_id": session_id, "messages": echoed}

@@ -1,0 +1,68 @@
+"""The servers `ebbtide bench` measures: a real `ebbtide serve` on loopback with the floor
+endpoint on, and its resident memory read from /proc."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.loopback import free_loopback_port, wait_until_ready
+
+
+@dataclass(frozen=True)
+class Server:
+    base: str
+    pid: int
+
+
+@contextmanager
+def serving(database_url: str, embedder: str, log: Path) -> Iterator[Server]:
+    """`ebbtide serve` on loopback with the floor endpoint, stopped at the end."""
+    port = free_loopback_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "HOST": "127.0.0.1",
+        "PORT": str(port),
+        "EBBTIDE_EMBEDDER__KIND": embedder,
+        "EBBTIDE_FLOOR_ENDPOINT": "true",
+        "EBBTIDE_LOG__LEVEL": "warning",
+    }
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve"], env=env, stdout=out, stderr=out
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_ready(base, process, log)
+        yield Server(base, process.pid)
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of the server process (and its children, e.g. the embedder's)."""
+    total = 0
+    for candidate in [pid, *_children(pid)]:
+        try:
+            for line in Path(f"/proc/{candidate}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except FileNotFoundError:
+            continue
+    return round(total / 1024, 1)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        found = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except FileNotFoundError:
+        return []
+    kids = [int(child) for child in found]
+    return kids + [grandchild for kid in kids for grandchild in _children(kid)]
