@@ -1,4 +1,4 @@
-"""Structured logs (DESIGN §9): one JSON object per line in production, a readable line in
+"""Structured logs (docs/DESIGN.md §9): one JSON object per line in production, a readable line in
 development. Fields go in `extra={"fields": {...}}`; message text never does unless the
 operator turns `log.debug_content` on."""
 

@@ -1,12 +1,14 @@
-"""Every Prometheus object, defined once (DESIGN §9), and how a turn's response feeds them.
-Label values come from small fixed sets (levels, outcomes, stages, reasons, route templates):
-never session or tenant ids."""
+"""Every Prometheus object, defined once (docs/OBSERVABILITY.md), and how a turn's result
+feeds them. Label values come from small fixed sets (levels, outcomes, stages, reasons,
+route templates): never session or tenant ids."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from prometheus_client import Counter, Histogram
+
+from app.core.results import TurnRecallSummary, TurnResult
 
 TURNS = Counter(
     "ebbtide_turns_total", "Turns processed, by the level found at the start.", ["level"]
@@ -78,15 +80,15 @@ STAGES = {
 }
 
 
-def recall_outcome(recall: dict[str, Any]) -> str:
-    if recall["skipped_reason"]:
+def recall_outcome(recall: TurnRecallSummary) -> str:
+    if recall.skipped_reason:
         return "skipped"
-    if recall["fallback"]:
+    if recall.fallback:
         return "fallback"
-    return "hit" if recall["hits"] else "miss"
+    return "hit" if recall.hits else "miss"
 
 
-def stage_seconds(timings_ms: dict[str, float]) -> dict[str, float]:
+def stage_seconds(timings_ms: Mapping[str, float]) -> dict[str, float]:
     seconds: dict[str, float] = {}
     for key, stage in STAGES.items():
         if key in timings_ms:
@@ -94,25 +96,25 @@ def stage_seconds(timings_ms: dict[str, float]) -> dict[str, float]:
     return seconds
 
 
-def observe_turn(response: dict[str, Any]) -> None:
-    usage, offload, recall = response["usage"], response["offload"], response["recall"]
-    TURNS.labels(level=usage["level"]).inc()
-    WATERMARK.observe(usage["trigger_ratio"])
-    PROMPT_TOKENS.observe(usage["prompt_tokens"])
-    TURN_SECONDS.observe(response["timings_ms"].get("total", 0.0) / 1000)
-    for stage, seconds in stage_seconds(response["timings_ms"]).items():
+def observe_turn(result: TurnResult) -> None:
+    usage, offload, recall = result.usage, result.offload, result.recall
+    TURNS.labels(level=usage.level.value).inc()
+    WATERMARK.observe(usage.trigger_ratio)
+    PROMPT_TOKENS.observe(usage.prompt_tokens)
+    TURN_SECONDS.observe(result.timings_ms.get("total", 0.0) / 1000)
+    for stage, seconds in stage_seconds(result.timings_ms).items():
         STAGE_SECONDS.labels(stage=stage).observe(seconds)
-    if offload["triggered"]:
+    if offload.triggered:
         OFFLOADS.inc()
-        CHUNKS_OFFLOADED.inc(len(offload["chunk_ids"]))
-        TOKENS_FREED.inc(offload["tokens_freed"])
+        CHUNKS_OFFLOADED.inc(len(offload.chunk_ids))
+        TOKENS_FREED.inc(offload.tokens_freed)
     RECALL_OUTCOMES.labels(outcome=recall_outcome(recall)).inc()
-    if not recall["skipped_reason"]:
-        FINAL_K.observe(recall["final_k"])
-        INJECTED_TOKENS.observe(recall["injected_tokens"])
-    if recall["hits"]:
-        RERANK_TOP_SCORE.observe(max(hit["score"] for hit in recall["hits"]))
-    if response["notes"]["updated"]:
-        NOTES_REBUILDS.labels(source=response["notes"]["source"] or "extractive").inc()
-    for reason in {offload["fallback"], recall["fallback"]} - {None}:
+    if not recall.skipped_reason:
+        FINAL_K.observe(recall.final_k)
+        INJECTED_TOKENS.observe(recall.injected_tokens)
+    if recall.hits:
+        RERANK_TOP_SCORE.observe(max(hit.score for hit in recall.hits))
+    if result.notes.updated:
+        NOTES_REBUILDS.labels(source=result.notes.source or "extractive").inc()
+    for reason in {offload.fallback, recall.fallback} - {None}:
         FALLBACKS.labels(reason=reason).inc()

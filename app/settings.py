@@ -16,7 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class BudgetSettings(BaseModel):
-    """Watermark policy (DESIGN §2). Ratios are of the budget C − r."""
+    """Watermark policy (docs/DESIGN.md §2). Ratios are of the budget C − r."""
 
     offload_ratio: float = Field(0.80, gt=0, lt=1)
     emergency_ratio: float = Field(0.95, gt=0, le=1)
@@ -43,7 +43,7 @@ class BudgetSettings(BaseModel):
 
 
 class ChunkSettings(BaseModel):
-    """Topic chunking at offload (DESIGN §3.2)."""
+    """Topic chunking at offload (docs/DESIGN.md §3)."""
 
     min_tokens: int = Field(150, ge=1, description="A topic change never closes a smaller chunk.")
     max_tokens: int = Field(
@@ -89,7 +89,7 @@ class RerankerSettings(BaseModel):
 
 
 class RecallSettings(BaseModel):
-    """Recall (DESIGN §4): candidates, fusion, budget."""
+    """Recall (docs/DESIGN.md §4): candidates, fusion, budget."""
 
     candidates: int = Field(30, ge=1, le=500, description="R: vector and lexical top-R each.")
     top_k: int = Field(5, ge=1, le=50)
@@ -136,7 +136,7 @@ class RecallSettings(BaseModel):
 
 
 class MemoryToolSettings(BaseModel):
-    """The `memory` tool and `POST /sessions/{id}/remember` (seed §5)."""
+    """The `memory` tool and `POST /sessions/{id}/remember` (docs/DESIGN.md §6)."""
 
     remember_max_chars: int = Field(1000, ge=1)
     remember_per_minute: int = Field(10, ge=1, description="Per session.")

@@ -1,4 +1,4 @@
-"""initial schema: the vector extension, then every table of DESIGN §7
+"""initial schema: the vector extension, then every table of docs/DESIGN.md §7
 
 Revision ID: 0001
 Revises:

@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from app.core.scopes import Scope
 from app.services.auth import Principal, authenticate
 from app.services.context import ServiceContext
 
@@ -30,7 +31,7 @@ async def principal(
     return caller
 
 
-def tenant_with(scope: str) -> Callable[..., Awaitable[str]]:
+def tenant_with(scope: Scope) -> Callable[..., Awaitable[str]]:
     """A dependency answering the caller's tenant once the key is known to hold `scope`."""
 
     async def tenant(caller: Annotated[Principal, Depends(principal)]) -> str:

@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.api.schemas import ErrorBody
 from app.core import errors
 from app.core.memory_tool import MemoryType
+from app.core.types import JsonObject
 
 STATUS_BY_ERROR: dict[type[errors.DomainError], int] = {
     errors.UnknownModel: 422,
@@ -43,7 +44,7 @@ STATUS_BY_ERROR: dict[type[errors.DomainError], int] = {
     errors.EncryptionKeyRejected: 500,
 }
 
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+ERROR_RESPONSES: dict[int | str, JsonObject] = {
     status: {"model": ErrorBody, "description": description}
     for status, description in (
         (400, "Malformed JSON"),

@@ -14,7 +14,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field, TypeAdapter, ValidationError
 
-from app.api.schemas import SESSION_ID_PATTERN, MemoryCall
+from app.api.schemas import SESSION_ID_PATTERN, MemoryCall, MemoryResponse
 from app.core import memory_tool
 from app.core.errors import DomainError
 from app.core.memory_tool import MemoryType
@@ -27,7 +27,7 @@ INSTRUCTIONS = (
     "context. The memory tool searches, adds to and inspects them; call it with type help "
     "when unsure."
 )
-CALLS: TypeAdapter[Any] = TypeAdapter(MemoryCall)
+CALLS: TypeAdapter[MemoryCall] = TypeAdapter(MemoryCall)
 BearerSource = Callable[[Context], str | None]
 
 
@@ -38,10 +38,10 @@ def bearer_from_headers(context: Context) -> str | None:
     return key.strip() if scheme.lower() == "bearer" and key.strip() else None
 
 
-def _arguments(**given: Any) -> dict[str, Any]:
-    arguments = {name: value for name, value in given.items() if value is not None}
+def _call(**given: Any) -> MemoryCall:
+    """The flat MCP arguments as the typed call (null fields are ignored, as over HTTP)."""
     try:
-        return dict(CALLS.validate_python(arguments).model_dump())
+        return CALLS.validate_python(given)
     except ValidationError as error:  # the SDK has checked `type` against its enum already
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc'][1:]) or 'arguments'}: {e['msg']}"
@@ -72,7 +72,7 @@ def build_mcp(context_of: Callable[[], ServiceContext], bearer_of: BearerSource)
         turn_end: int | None = None,
         confirm: str | None = None,
     ) -> CallToolResult:
-        arguments = _arguments(
+        call = _call(
             type=type,
             query=query,
             top_k=top_k,
@@ -87,12 +87,12 @@ def build_mcp(context_of: Callable[[], ServiceContext], bearer_of: BearerSource)
         service = context_of()
         try:
             caller: Principal = await authenticate(service, bearer_of(ctx))
-            answer = await call_memory(service, caller, session_id, arguments)
+            answer = MemoryResponse.of(await call_memory(service, caller, session_id, call))
         except DomainError as error:
             raise ToolError(f"{error.code}: {error.message}") from error
         return CallToolResult(
-            content=[TextContent(type="text", text=answer["text"])],
-            structured_content=answer,
+            content=[TextContent(type="text", text=answer.text)],
+            structured_content=answer.model_dump(mode="json"),
         )
 
     return server

@@ -1,4 +1,4 @@
-"""HTTP routes (DESIGN §6)."""
+"""HTTP routes (docs/DESIGN.md §6): parse, call one use case, render its result."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from app.api.schemas import (
 )
 from app.core.errors import MessageTooLarge, TooManyMessages
 from app.core.plan import TurnInput
+from app.core.scopes import Scope
 from app.services.auth import Principal
 from app.services.context import ServiceContext
 from app.services.memory import remember
@@ -40,8 +41,8 @@ router = APIRouter()
 
 SessionId = Annotated[str, Path(pattern=SESSION_ID_PATTERN, description="Client-chosen id.")]
 Context = Annotated[ServiceContext, Depends(service_context)]
-Reader = Annotated[str, Depends(tenant_with("memory:read"))]
-Writer = Annotated[str, Depends(tenant_with("memory:write"))]
+Reader = Annotated[str, Depends(tenant_with(Scope.READ))]
+Writer = Annotated[str, Depends(tenant_with(Scope.WRITE))]
 Caller = Annotated[Principal, Depends(principal)]
 
 
@@ -80,7 +81,7 @@ async def post_turn(
     ctx: Context,
     tenant: Writer,
     idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
-) -> dict[str, Any]:
+) -> TurnResponse:
     """Store this turn's messages and answer with the prompt to send to the model."""
     _check_limits(body, ctx)
     turn = TurnInput(
@@ -98,7 +99,7 @@ async def post_turn(
         idempotency_key=idempotency_key,
         request_hash=_request_hash(body),
     )
-    return await run_turn(ctx, turn)
+    return TurnResponse.model_validate(await run_turn(ctx, turn))
 
 
 @router.post(
@@ -109,12 +110,13 @@ async def post_turn(
 )
 async def post_recall(
     session_id: SessionId, body: RecallRequest, ctx: Context, tenant: Reader
-) -> dict[str, Any]:
+) -> RecallResponse:
     """Search the session's offloaded chunks: raw text headed `[ts | turn a-b | chunk_id]`,
     capped per item and in total, or an explicit no match."""
-    return await recall_query(
+    found = await recall_query(
         ctx, tenant, session_id, body.query, body.top_k, budget_tokens=body.budget_tokens
     )
+    return RecallResponse.model_validate(found)
 
 
 @router.get(
@@ -123,9 +125,9 @@ async def post_recall(
     responses=ERROR_RESPONSES,
     tags=["sessions"],
 )
-async def get_status(session_id: SessionId, ctx: Context, tenant: Reader) -> dict[str, Any]:
+async def get_status(session_id: SessionId, ctx: Context, tenant: Reader) -> StatusView:
     """Watermark, level, counts, notes and the last offload of a session."""
-    return await session_status(ctx, tenant, session_id)
+    return StatusView.of(await session_status(ctx, tenant, session_id))
 
 
 @router.get(
@@ -141,11 +143,12 @@ async def get_events(
     after: Annotated[int, Query(ge=0, le=2**62, description="Events with ids above this.")] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     kind: Annotated[str | None, Query(max_length=32)] = None,
-) -> dict[str, Any]:
+) -> EventsPage:
     """The session's event log, oldest first: one `turn` event per turn with what it decided
     and measured, so a wrong answer can be traced to not stored, not found, found but not in
     the top k, or in the window but answered wrong."""
-    return await list_events(ctx, tenant, session_id, after=after, limit=limit, kind=kind)
+    page = await list_events(ctx, tenant, session_id, after=after, limit=limit, kind=kind)
+    return EventsPage.model_validate(page)
 
 
 @router.get(
@@ -159,9 +162,9 @@ async def get_chunk(
     chunk_id: Annotated[str, Path(max_length=40)],
     ctx: Context,
     tenant: Reader,
-) -> dict[str, Any]:
+) -> ChunkView:
     """One offloaded chunk, raw, by id (oversize stubs point here)."""
-    return await read_chunk(ctx, tenant, session_id, chunk_id)
+    return ChunkView.model_validate(await read_chunk(ctx, tenant, session_id, chunk_id))
 
 
 @router.get("/healthz", tags=["ops"])
@@ -192,10 +195,11 @@ async def metrics() -> Response:
 )
 async def post_memory(
     session_id: SessionId, body: MemoryCall, ctx: Context, caller: Caller
-) -> dict[str, Any]:
+) -> MemoryResponse:
     """The model-callable memory tool: `{"type": "help|recall|remember|status|offload|forget"}`.
-    `offload` and `forget` need their own scopes; `forget` is two-step (request, confirm)."""
-    return await call_memory(ctx, caller, session_id, body.model_dump())
+    `offload` and `forget` need their own scopes; `forget` is two-step (request, confirm).
+    Fields set to `null` are ignored, as strict function-calling modes send them."""
+    return MemoryResponse.of(await call_memory(ctx, caller, session_id, body))
 
 
 @router.post(
@@ -206,14 +210,16 @@ async def post_memory(
 )
 async def post_remember(
     session_id: SessionId, body: RememberRequest, ctx: Context, tenant: Writer
-) -> dict[str, Any]:
+) -> RememberResponse:
     """The memory tool's `remember`: one short point, length- and rate-limited, stored once."""
-    return await remember(ctx, tenant, session_id, body.text, body.tags)
+    return RememberResponse.model_validate(
+        await remember(ctx, tenant, session_id, body.text, body.tags)
+    )
 
 
 @router.get(
     "/tools/memory", response_model=ToolDefinitions, responses=ERROR_RESPONSES, tags=["memory"]
 )
-async def get_memory_tool(caller: Caller) -> dict[str, Any]:
+async def get_memory_tool(caller: Caller) -> ToolDefinitions:
     """The tool definition, OpenAI and Anthropic forms, with only the types this key may call."""
-    return definitions(caller)
+    return ToolDefinitions.model_validate(definitions(caller))

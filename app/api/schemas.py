@@ -1,12 +1,41 @@
-"""Request and response bodies of the HTTP API (DESIGN §6)."""
+"""Request and response bodies of the HTTP API (docs/DESIGN.md §6).
+
+Response models read the use cases' typed results (app/core/results.py) by attribute and
+decide only how they look on the wire: timestamps as ISO 8601 text, ranges as lists.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from datetime import datetime
+from typing import Annotated, Literal, assert_never
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from app.core.types import Message
+from app.core import results
+from app.core.memory_tool import (
+    MemoryAnswer,
+    MemoryCall,
+    MemoryForget,
+    MemoryHelp,
+    MemoryOffload,
+    MemoryRecall,
+    MemoryRemember,
+    MemoryResult,
+    MemoryStatus,
+    RememberArguments,
+    ToolHelp,
+)
+from app.core.types import JsonObject, Message
+
+__all__ = [
+    "MemoryCall",
+    "MemoryForget",
+    "MemoryHelp",
+    "MemoryOffload",
+    "MemoryRecall",
+    "MemoryRemember",
+    "MemoryStatus",
+]
 
 SESSION_ID_PATTERN = r"^[A-Za-z0-9._:\-]{1,128}$"
 
@@ -33,7 +62,7 @@ class TurnRequest(BaseModel):
 
     messages: list[Message] = Field(min_length=1)
     system: str | None = None
-    tools: list[dict[str, Any]] | None = None
+    tools: list[JsonObject] | None = None
     model: str | None = Field(None, min_length=1, max_length=256)
     context_window: int | None = Field(None, ge=256, le=100_000_000)
     reserve_tokens: int | None = Field(None, ge=0, le=100_000_000)
@@ -44,7 +73,25 @@ class TurnRequest(BaseModel):
     )
 
 
-class Usage(BaseModel):
+def _iso(moment: object) -> object:
+    return moment.isoformat() if isinstance(moment, datetime) else moment
+
+
+def _iso_seconds(moment: object) -> object:
+    return moment.isoformat(timespec="seconds") if isinstance(moment, datetime) else moment
+
+
+Timestamp = Annotated[str, BeforeValidator(_iso)]
+TimestampSeconds = Annotated[str, BeforeValidator(_iso_seconds)]
+
+
+class _View(BaseModel):
+    """A response body read from a result's attributes."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+
+class Usage(_View):
     prompt_tokens: int
     estimated_prompt_tokens: int
     calibration_ratio: float
@@ -56,7 +103,7 @@ class Usage(BaseModel):
     level: Literal["normal", "offload", "emergency"]
 
 
-class OffloadReport(BaseModel):
+class OffloadReport(_View):
     triggered: bool
     chunk_ids: list[str]
     tokens_freed: int
@@ -67,18 +114,18 @@ class OffloadReport(BaseModel):
     fallback: str | None
 
 
-class RecallHit(BaseModel):
+class RecallHit(_View):
     chunk_id: str
     score: float
     vector_score: float | None
     lexical_score: float | None
     turn_range: list[int]
-    ts: str
+    ts: TimestampSeconds
     tokens: int
     truncated: bool
 
 
-class RecallReport(BaseModel):
+class RecallReport(_View):
     mode: Literal["auto", "off", "force"]
     query_raw: str | None
     query_rewritten: str | None
@@ -106,7 +153,7 @@ class RecallResult(RecallHit):
     text: str = Field(description="Raw chunk text, capped per item; headed by the fields above.")
 
 
-class RecallResponse(BaseModel):
+class RecallResponse(_View):
     query: str
     query_rewritten: str
     results: list[RecallResult] = Field(description="In time order; empty means no match.")
@@ -120,7 +167,7 @@ class RecallResponse(BaseModel):
     timings_ms: dict[str, float]
 
 
-class FactView(BaseModel):
+class FactView(_View):
     id: int | None = Field(description="None for a fact first written by this very turn.")
     kind: Literal[
         "constraint", "preference", "number", "name", "pending_action", "decision", "option"
@@ -131,7 +178,7 @@ class FactView(BaseModel):
     role: str
 
 
-class NotesView(BaseModel):
+class NotesView(_View):
     text: str | None = Field(description="The scratchpad block in the prompt (C2).")
     tokens: int
     updated: bool = Field(description="The notes were rendered again this turn (an offload).")
@@ -147,10 +194,10 @@ class NotesView(BaseModel):
     facts: list[FactView] = Field(description="Active key facts with their sources.")
 
 
-class TurnResponse(BaseModel):
+class TurnResponse(_View):
     session_id: str
     turn: int
-    messages: list[dict[str, Any]] = Field(description="The prompt to send, OpenAI format.")
+    messages: list[JsonObject] = Field(description="The prompt to send, OpenAI format.")
     usage: Usage
     offload: OffloadReport
     recall: RecallReport
@@ -158,14 +205,14 @@ class TurnResponse(BaseModel):
     timings_ms: dict[str, float]
 
 
-class ChunkView(BaseModel):
+class ChunkView(_View):
     chunk_id: str
     session_id: str
     kind: str
     turn_range: list[int]
     roles: list[str]
-    first_ts: str
-    last_ts: str
+    first_ts: Timestamp
+    last_ts: Timestamp
     tokens: int
     summary_hint: str
     embedding_model: str | None
@@ -174,32 +221,103 @@ class ChunkView(BaseModel):
     raw_text: str
 
 
-class StatusView(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class Levels(_View):
+    offload_at: int
+    emergency_at: int
+    target: int
+
+
+class PolicyView(_View):
+    offload_ratio: float
+    emergency_ratio: float
+    target_ratio: float
+    floor_turns: int
+    floor_tokens: int
+    cooldown_turns: int
+
+
+class Counts(_View):
+    window_messages: int
+    window_tokens: int
+    offloaded_messages: int
+    chunks: int
+
+
+class NotesState(_View):
+    text: str | None
+    tokens: int
+    needs_rebuild: bool
+
+
+class LastOffload(_View):
+    turn: int | None
+    triggered: bool
+    tokens_freed: int
+    chunks_offloaded: int
+    chunk_ids: list[str]
+    turn_range: list[int] | None
+    floor_yielded: bool
+    at: Timestamp
+
+
+class StatusView(_View):
+    """The window fields are null while no window is known for the session's model."""
 
     session_id: str
     turns: int
     model: str | None
     context_window: int | None
-    counts: dict[str, int]
-    notes: dict[str, Any] | None
+    reserve_tokens: int | None = None
+    budget: int | None = None
+    prompt_tokens: int | None = None
+    watermark: float | None = None
+    level: Literal["normal", "offload", "emergency"] | None = None
+    levels: Levels | None = None
+    policy: PolicyView | None = None
+    calibration_ratio: float | None = None
+    counts: Counts
+    notes: NotesState | None
     facts: list[FactView]
-    last_offload: dict[str, Any] | None
+    last_offload: LastOffload | None
+
+    @classmethod
+    def of(cls, status: results.SessionStatus) -> StatusView:
+        window = status.window
+        return cls(
+            session_id=status.session_id,
+            turns=status.turns,
+            model=status.model,
+            context_window=window.context_window if window else None,
+            reserve_tokens=window.reserve_tokens if window else None,
+            budget=window.budget if window else None,
+            prompt_tokens=window.prompt_tokens if window else None,
+            watermark=window.watermark if window else None,
+            level=window.level.value if window else None,
+            levels=Levels.model_validate(window.levels) if window else None,
+            policy=PolicyView.model_validate(window.policy) if window else None,
+            calibration_ratio=window.calibration_ratio if window else None,
+            counts=Counts.model_validate(status.counts),
+            notes=NotesState.model_validate(status.notes) if status.notes else None,
+            facts=[FactView.model_validate(f) for f in status.facts],
+            last_offload=LastOffload.model_validate(status.last_offload)
+            if status.last_offload
+            else None,
+        )
 
 
-class EventView(BaseModel):
+class EventView(_View):
     id: int
     turn: int | None
     kind: str = Field(description="turn, remember, forget_requested, forget")
-    created_at: str
-    payload: dict[str, Any] = Field(
+    created_at: Timestamp
+    payload: JsonObject = Field(
         description="For a turn: trigger_ratio, offload (tokens_freed, chunks_offloaded, …), "
         "recall (query_raw, query_rewritten, recall_ids, rerank_scores, final_k, …), "
         "timings_ms per stage, fallback_flag, notes, facts."
     )
 
 
-class EventsPage(BaseModel):
+class EventsPage(_View):
     events: list[EventView]
     next_after: int | None = Field(description="Pass as `after` for the next page.")
 
@@ -207,83 +325,117 @@ class EventsPage(BaseModel):
 class ErrorDetail(BaseModel):
     code: str
     message: str
-    details: dict[str, Any] = Field(default_factory=dict)
+    details: JsonObject = Field(default_factory=dict)
 
 
 class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
-# --- the memory tool (DESIGN §6) ----------------------------------------------------------------
-
-Tags = list[Annotated[str, Field(min_length=1, max_length=64)]]
+# --- the memory tool (docs/DESIGN.md §6) --------------------------------------
 
 
-class _MemoryCall(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class RememberRequest(RememberArguments):
+    """One short point to keep: stored once, length- and rate-limited."""
 
 
-class MemoryHelp(_MemoryCall):
-    type: Literal["help"]
-
-
-class MemoryRecall(_MemoryCall):
-    type: Literal["recall"]
-    query: str = Field(min_length=1, max_length=4000)
-    top_k: int | None = Field(None, ge=1, description="Items at most (capped by a limit).")
-
-
-class RememberRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    text: str = Field(
-        min_length=1, max_length=100_000, description="The point (length-limited by a setting)."
-    )
-    tags: Tags = Field(default_factory=list, max_length=16)
-
-
-class MemoryRemember(RememberRequest):
-    type: Literal["remember"]
-
-
-class MemoryStatus(_MemoryCall):
-    type: Literal["status"]
-
-
-class MemoryOffload(_MemoryCall):
-    type: Literal["offload"]
-    until_tokens: int | None = Field(None, ge=0, le=100_000_000)
-
-
-class MemoryForget(_MemoryCall):
-    type: Literal["forget"]
-    chunk_id: str | None = Field(None, min_length=1, max_length=40)
-    turn_start: int | None = Field(None, ge=1)
-    turn_end: int | None = Field(None, ge=1)
-    confirm: str | None = Field(
-        None, min_length=1, max_length=40, description="A pending id to carry out."
-    )
-
-
-MemoryCall = Annotated[
-    MemoryHelp | MemoryRecall | MemoryRemember | MemoryStatus | MemoryOffload | MemoryForget,
-    Field(discriminator="type"),
-]
-
-
-class MemoryResponse(BaseModel):
-    type: str
-    text: str = Field(description="The result written for the model: put it in the tool message.")
-    result: dict[str, Any] = Field(description="The same result as structured data.")
-
-
-class RememberResponse(BaseModel):
+class RememberResponse(_View):
     chunk_id: str
     duplicate: bool = Field(description="Already stored: nothing was written.")
     facts: list[str] = Field(description="Kinds of the facts stored with it.")
 
 
-class ToolDefinitions(BaseModel):
+class TypeUsage(_View):
+    summary: str
+    use_when: str
+    do_not_use_when: str
+    arguments: dict[str, str]
+
+
+class HelpView(_View):
+    tool: str
+    types: dict[str, TypeUsage]
+    result_format: str
+    no_match: str
+
+
+class OffloadScheduledView(_View):
+    scheduled: bool
+    until_tokens: int | None
+    prompt_tokens: int
+    applies: str
+
+
+class ForgetPreview(_View):
+    chunk_id: str
+    kind: str
+    turn_range: list[int]
+    tokens: int
+    summary_hint: str
+
+
+class ForgetPendingView(_View):
+    status: Literal["pending"]
+    pending_id: str
+    expires_at: TimestampSeconds
+    preview: list[ForgetPreview]
+    confirm_with: dict[str, str] = Field(description="The call that carries the request out.")
+    note: str
+
+
+class ForgetDoneView(_View):
+    status: Literal["deleted"]
+    chunks_deleted: int
+    request_id: str
+    chunk_ids: list[str]
+    turn_ranges: list[list[int]]
+    tokens: int
+    facts_deleted: int
+    requested_by: str
+    confirmed_by: str
+
+
+MemoryAnswerView = (
+    HelpView
+    | RecallResponse
+    | StatusView
+    | RememberResponse
+    | OffloadScheduledView
+    | ForgetPendingView
+    | ForgetDoneView
+)
+
+
+def answer_view(answer: MemoryAnswer) -> MemoryAnswerView:
+    match answer:
+        case ToolHelp():
+            return HelpView.model_validate(answer)
+        case results.RecallResult():
+            return RecallResponse.model_validate(answer)
+        case results.SessionStatus():
+            return StatusView.of(answer)
+        case results.RememberResult():
+            return RememberResponse.model_validate(answer)
+        case results.OffloadScheduled():
+            return OffloadScheduledView.model_validate(answer)
+        case results.ForgetPending():
+            return ForgetPendingView.model_validate(answer)
+        case results.ForgetDone():
+            return ForgetDoneView.model_validate(answer)
+    assert_never(answer)
+
+
+class MemoryResponse(BaseModel):
+    type: str
+    text: str = Field(description="The result written for the model: put it in the tool message.")
+    result: MemoryAnswerView = Field(description="The same result as structured data.")
+
+    @classmethod
+    def of(cls, answer: MemoryResult) -> MemoryResponse:
+        return cls(type=answer.type.value, text=answer.text, result=answer_view(answer.result))
+
+
+class ToolDefinitions(_View):
     types: list[str] = Field(description="The types this key may call.")
-    openai: dict[str, Any] = Field(description="Chat Completions `tools` entry.")
-    anthropic: dict[str, Any] = Field(description="Messages API `tools` entry.")
+    openai: JsonObject = Field(description="Chat Completions `tools` entry.")
+    anthropic: JsonObject = Field(description="Messages API `tools` entry.")

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends
 from app.api.deps import service_context, tenant_with
 from app.api.routes import SessionId
 from app.api.schemas import TurnRequest
+from app.core.scopes import Scope
 from app.core.types import Message, WindowMessage
 from app.services.context import ServiceContext
 from app.services.sessions import locked_session
@@ -46,7 +47,7 @@ async def post_floor(
     session_id: SessionId,
     body: TurnRequest,
     ctx: Annotated[ServiceContext, Depends(service_context)],
-    tenant: Annotated[str, Depends(tenant_with("memory:write"))],
+    tenant: Annotated[str, Depends(tenant_with(Scope.WRITE))],
 ) -> dict[str, Any]:
     echoed = await store_and_echo(ctx, tenant, session_id, body.messages)
     return {"session_id": session_id, "messages": echoed}

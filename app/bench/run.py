@@ -1,6 +1,6 @@
 """`ebbtide bench`: what Ebbtide adds to a turn, measured against the floor in one run.
 
-Sections (issue: bench), each bounded in count and time:
+Sections, each bounded in count and time:
 1. per-turn latency (client and server stages) for never-triggered turns, steady-state turns
    that recall, and turns that offload; the floor (`POST /bench/floor/{id}`: store the
    messages, return them) is posted alternately with the never-triggered turns;

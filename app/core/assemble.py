@@ -1,4 +1,4 @@
-"""Prompt assembly in cache-stable order (DESIGN §1).
+"""Prompt assembly in cache-stable order (docs/DESIGN.md §1).
 
 Order: C0 (system prompt) ⊕ C2 (scratchpad block) ⊕ C1 (window) ⊕ recalled block ⊕ x_t.
 C0, C2 and the older part of C1 only change at an offload, so providers' prompt caches hit
@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from app.core.types import WindowMessage
+from app.core.types import JsonObject, WindowMessage
 
 NOTES_HEADER = "## Task scratchpad (Ebbtide notes)"
 RECALL_HEADER = "## Earlier context recalled by Ebbtide (not in the window right now)"
@@ -46,9 +45,9 @@ def recalled_block(recalled: str | None) -> str | None:
     return f"{RECALL_HEADER}\n{recalled}" if recalled else None
 
 
-def assemble(parts: PromptParts) -> list[dict[str, Any]]:
+def assemble(parts: PromptParts) -> list[JsonObject]:
     """The prompt in OpenAI chat format."""
-    prompt: list[dict[str, Any]] = []
+    prompt: list[JsonObject] = []
     if parts.system:
         prompt.append({"role": "system", "content": parts.system})
     notes = notes_block(parts.notes)

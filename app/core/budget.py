@@ -1,4 +1,4 @@
-"""Watermark policy (DESIGN §2): levels, reserve, floor, cooldown and the offload plan.
+"""Watermark policy (docs/DESIGN.md §2): levels, reserve, floor, cooldown and the offload plan.
 
 With C the context window and r the reserve, the budget is C − r and, for a prompt of u
 tokens:

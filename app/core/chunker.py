@@ -1,4 +1,4 @@
-"""Turns the messages chosen for offload into chunks (DESIGN §3.2).
+"""Turns the messages chosen for offload into chunks (docs/DESIGN.md §3).
 
 Policy and invariants:
 - Units stay whole: an assistant message with `tool_calls` and the `tool` results that answer

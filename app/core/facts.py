@@ -1,6 +1,6 @@
 """Key facts (C2): extracted from new messages only, never rewritten, only superseded.
 
-Policy (seeds/003: "summaries must never weaken a constraint"):
+Policy (a summary must never weaken a constraint, docs/DESIGN.md §1):
 - A sentence with a scope or obligation word (只 / 仅 / 不要 / 必须 / only / never / must …) is a
   constraint; 喜欢 / 希望 / prefer / I'd like … a preference; "wait for the user to confirm,
   then export" / "确认后再导出" a pending action; 决定 / 就用 / let's go with … a decision; an

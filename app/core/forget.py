@@ -1,4 +1,4 @@
-"""What else must go when chunks are forgotten (DESIGN §11): whatever was derived from their
+"""What else must go when chunks are forgotten (docs/DESIGN.md §11): whatever was derived from their
 text. Facts and notes items are sentences copied verbatim from messages, so "derived from" is
 "found inside a forgotten text" (or, for a fact, taken from one of the forgotten messages)."""
 

@@ -1,18 +1,33 @@
-"""The model-callable `memory` tool (seed §5, DESIGN §6): one tool, an English `type` enum.
+"""The model-callable `memory` tool (docs/DESIGN.md §6): one tool, an English
+`type` enum, one typed call model per type.
 
 What a caller may do follows from its scopes: `help`, `recall` and `status` need read,
 `remember` write, while `offload` and `forget` are off unless the key holds their own scope.
 The descriptions are written for a model: when to use a type, when not to, what comes back.
+Models in strict function-calling mode send every field, `null` for the ones a type does not
+take: a call ignores `null` fields, so strict and loose callers are answered alike.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.core.rerank import header
+from app.core.results import (
+    ForgetDone,
+    ForgetPending,
+    OffloadScheduled,
+    RecallResult,
+    RememberResult,
+    SessionStatus,
+)
+from app.core.scopes import Scope, grants
 
 TOOL_NAME = "memory"
 
@@ -27,14 +42,13 @@ class MemoryType(StrEnum):
 
 
 SCOPE_OF = {
-    MemoryType.HELP: "memory:read",
-    MemoryType.RECALL: "memory:read",
-    MemoryType.STATUS: "memory:read",
-    MemoryType.REMEMBER: "memory:write",
-    MemoryType.OFFLOAD: "memory:offload",
-    MemoryType.FORGET: "memory:forget",
+    MemoryType.HELP: Scope.READ,
+    MemoryType.RECALL: Scope.READ,
+    MemoryType.STATUS: Scope.READ,
+    MemoryType.REMEMBER: Scope.WRITE,
+    MemoryType.OFFLOAD: Scope.OFFLOAD,
+    MemoryType.FORGET: Scope.FORGET,
 }
-ADMIN_SCOPE = "admin"
 
 RESULT_FORMAT = (
     "recall returns items, oldest first, each headed `[ts | turn a-b | chunk_id]` and followed "
@@ -51,7 +65,17 @@ class Usage:
     summary: str
     use_when: str
     do_not_use_when: str
-    arguments: dict[str, str]
+    arguments: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ToolHelp:
+    """What `help` answers: every type the caller may call, and how to read results."""
+
+    tool: str
+    types: Mapping[str, Usage]
+    result_format: str
+    no_match: str
 
 
 USAGE: dict[MemoryType, Usage] = {
@@ -116,24 +140,16 @@ _ARGUMENT_SCHEMAS: dict[str, dict[str, Any]] = {
 
 def enabled_types(scopes: Collection[str]) -> list[MemoryType]:
     """The types a caller with these scopes may call, in the enum's order."""
-    return [t for t in MemoryType if SCOPE_OF[t] in scopes or ADMIN_SCOPE in scopes]
+    return [t for t in MemoryType if grants(scopes, SCOPE_OF[t])]
 
 
-def help_body(types: Sequence[MemoryType]) -> dict[str, Any]:
-    return {
-        "tool": TOOL_NAME,
-        "types": {
-            t.value: {
-                "summary": USAGE[t].summary,
-                "use_when": USAGE[t].use_when,
-                "do_not_use_when": USAGE[t].do_not_use_when,
-                "arguments": USAGE[t].arguments,
-            }
-            for t in types
-        },
-        "result_format": RESULT_FORMAT,
-        "no_match": NO_MATCH,
-    }
+def help_body(types: Sequence[MemoryType]) -> ToolHelp:
+    return ToolHelp(
+        tool=TOOL_NAME,
+        types={t.value: USAGE[t] for t in types},
+        result_format=RESULT_FORMAT,
+        no_match=NO_MATCH,
+    )
 
 
 def description(types: Sequence[MemoryType]) -> str:
@@ -183,70 +199,171 @@ def anthropic_tool(types: Sequence[MemoryType]) -> dict[str, Any]:
     return {"name": TOOL_NAME, "description": description(types), "input_schema": parameters(types)}
 
 
+# --- the calls, one model per type -----------------------------------------------------------
+
+Tags = list[Annotated[str, Field(min_length=1, max_length=64)]]
+
+
+class _MemoryCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ignore_nulls(cls, data: Any) -> Any:
+        """Strict-mode callers send `null` for every field a type does not take."""
+        if isinstance(data, dict):
+            return {name: value for name, value in data.items() if value is not None}
+        return data
+
+
+class MemoryHelp(_MemoryCall):
+    type: Literal["help"]
+
+
+class MemoryRecall(_MemoryCall):
+    type: Literal["recall"]
+    query: str = Field(min_length=1, max_length=4000)
+    top_k: int | None = Field(None, ge=1, description="Items at most (capped by a limit).")
+
+
+class RememberArguments(_MemoryCall):
+    text: str = Field(
+        min_length=1, max_length=100_000, description="The point (length-limited by a setting)."
+    )
+    tags: Tags = Field(default_factory=list, max_length=16)
+
+
+class MemoryRemember(RememberArguments):
+    type: Literal["remember"]
+
+
+class MemoryStatus(_MemoryCall):
+    type: Literal["status"]
+
+
+class MemoryOffload(_MemoryCall):
+    type: Literal["offload"]
+    until_tokens: int | None = Field(None, ge=0, le=100_000_000)
+
+
+class MemoryForget(_MemoryCall):
+    type: Literal["forget"]
+    chunk_id: str | None = Field(None, min_length=1, max_length=40)
+    turn_start: int | None = Field(None, ge=1)
+    turn_end: int | None = Field(None, ge=1)
+    confirm: str | None = Field(
+        None, min_length=1, max_length=40, description="A pending id to carry out."
+    )
+
+
+MemoryCall = Annotated[
+    MemoryHelp | MemoryRecall | MemoryRemember | MemoryStatus | MemoryOffload | MemoryForget,
+    Field(discriminator="type"),
+]
+
+MemoryAnswer = (
+    ToolHelp
+    | RecallResult
+    | SessionStatus
+    | RememberResult
+    | OffloadScheduled
+    | ForgetPending
+    | ForgetDone
+)
+
+
+@dataclass(frozen=True)
+class MemoryResult:
+    """A call's answer twice: as data, and as the text for the model's tool message."""
+
+    type: MemoryType
+    text: str
+    result: MemoryAnswer
+
+
 # --- results as text for the tool message ---------------------------------------------------
 
 
-def recall_text(result: dict[str, Any]) -> str:
+def answer_text(answer: MemoryAnswer) -> str:
+    match answer:
+        case ToolHelp():
+            return help_text(answer)
+        case RecallResult():
+            return recall_text(answer)
+        case SessionStatus():
+            return status_text(answer)
+        case RememberResult():
+            return remember_text(answer)
+        case OffloadScheduled():
+            return offload_text(answer)
+        case ForgetPending() | ForgetDone():
+            return forget_text(answer)
+
+
+def _iso_seconds(moment: datetime) -> str:
+    return moment.isoformat(timespec="seconds")
+
+
+def recall_text(result: RecallResult) -> str:
     items = [
-        f"{header(r['ts'], r['turn_range'][0], r['turn_range'][1], r['chunk_id'])}\n{r['text']}"
-        for r in result["results"]
+        f"{header(_iso_seconds(r.ts), r.turn_range[0], r.turn_range[1], r.chunk_id)}\n{r.text}"
+        for r in result.results
     ]
-    return "\n\n".join(items) if items else str(result["message"])
+    return "\n\n".join(items) if items else str(result.message)
 
 
-def help_text(body: dict[str, Any]) -> str:
-    lines = [f"{body['tool']} tool. Types you may call:"]
-    for name, usage in body["types"].items():
-        arguments = ", ".join(f"{k} ({v})" for k, v in usage["arguments"].items()) or "none"
+def help_text(body: ToolHelp) -> str:
+    lines = [f"{body.tool} tool. Types you may call:"]
+    for name, usage in body.types.items():
+        arguments = ", ".join(f"{k} ({v})" for k, v in usage.arguments.items()) or "none"
         lines.append(
-            f"- {name}: {usage['summary']} Use when: {usage['use_when']} "
-            f"Do not use when: {usage['do_not_use_when']} Arguments: {arguments}."
+            f"- {name}: {usage.summary} Use when: {usage.use_when} "
+            f"Do not use when: {usage.do_not_use_when} Arguments: {arguments}."
         )
-    lines += [body["result_format"], body["no_match"]]
+    lines += [body.result_format, body.no_match]
     return "\n".join(lines)
 
 
-def status_text(status: dict[str, Any]) -> str:
-    counts = status["counts"]
+def status_text(status: SessionStatus) -> str:
+    counts, window = status.counts, status.window
     usage = (
-        f"prompt {status['prompt_tokens']} of {status['budget']} tokens "
-        f"(watermark {status['watermark']}, level {status['level']})"
-        if status.get("budget")
+        f"prompt {window.prompt_tokens} of {window.budget} tokens "
+        f"(watermark {window.watermark}, level {window.level})"
+        if window is not None and window.budget
         else "window unknown until a turn names the model"
     )
-    notes = status.get("notes") or {}
+    notes = status.notes.tokens if status.notes else 0
     return (
-        f"turn {status['turns']}; {usage}; {counts['window_messages']} messages in the window, "
-        f"{counts['offloaded_messages']} offloaded into {counts['chunks']} stored chunks "
-        f"(recall finds them); notes {notes.get('tokens', 0)} tokens."
+        f"turn {status.turns}; {usage}; {counts.window_messages} messages in the window, "
+        f"{counts.offloaded_messages} offloaded into {counts.chunks} stored chunks "
+        f"(recall finds them); notes {notes} tokens."
     )
 
 
-def remember_text(result: dict[str, Any]) -> str:
-    if result["duplicate"]:
-        return f"already stored as {result['chunk_id']}; nothing new was written"
-    facts = f" and kept in the notes as {', '.join(result['facts'])}" if result["facts"] else ""
-    return f"stored as {result['chunk_id']}{facts}"
+def remember_text(result: RememberResult) -> str:
+    if result.duplicate:
+        return f"already stored as {result.chunk_id}; nothing new was written"
+    facts = f" and kept in the notes as {', '.join(result.facts)}" if result.facts else ""
+    return f"stored as {result.chunk_id}{facts}"
 
 
-def offload_text(result: dict[str, Any]) -> str:
-    if not result["scheduled"]:
+def offload_text(result: OffloadScheduled) -> str:
+    if not result.scheduled:
         return "nothing scheduled: the session's window is not known yet"
     return (
         f"the next turn moves the oldest turns out until the prompt is at most "
-        f"{result['until_tokens']} tokens (now {result['prompt_tokens']}); they stay recallable"
+        f"{result.until_tokens} tokens (now {result.prompt_tokens}); they stay recallable"
     )
 
 
-def forget_text(result: dict[str, Any]) -> str:
-    if result["status"] == "pending":
+def forget_text(result: ForgetPending | ForgetDone) -> str:
+    if isinstance(result, ForgetPending):
         chunks = "; ".join(
-            f"{p['chunk_id']} (turns {p['turn_range'][0]}-{p['turn_range'][1]}, "
-            f"{p['tokens']} tokens)"
-            for p in result["preview"]
+            f"{p.chunk_id} (turns {p.turn_range[0]}-{p.turn_range[1]}, {p.tokens} tokens)"
+            for p in result.preview
         )
         return (
-            f"pending {result['pending_id']}: would delete {chunks}. Nothing is deleted until "
+            f"pending {result.pending_id}: would delete {chunks}. Nothing is deleted until "
             "a person with the memory:forget scope confirms this id."
         )
-    return f"deleted {result['chunks_deleted']} chunks: {', '.join(result['chunk_ids'])}"
+    return f"deleted {result.chunks_deleted} chunks: {', '.join(result.chunk_ids)}"

@@ -32,6 +32,7 @@ from app.core.errors import (
 from app.core.facts import Fact
 from app.core.notes import NotesBody
 from app.core.ports import TokenCounter
+from app.core.results import RecallMode
 from app.core.tokens import (
     calibrated,
     count_message,
@@ -95,7 +96,7 @@ class TurnInput:
     context_window: int | None = None
     reserve_tokens: int | None = None
     policy: dict[str, Any] | None = None
-    recall: str = "auto"
+    recall: RecallMode = "auto"
     observed_prompt_tokens: int | None = None
     idempotency_key: str | None = None
     request_hash: str = ""

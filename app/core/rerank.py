@@ -1,4 +1,4 @@
-"""Ranking recalled chunks and packing them into the prompt (DESIGN §4).
+"""Ranking recalled chunks and packing them into the prompt (docs/DESIGN.md §4).
 
 Policy:
 - Two candidate lists, vector (cosine) and lexical (share of the query's terms present), are
@@ -259,7 +259,7 @@ def item_header(candidate: Candidate) -> str:
 
 
 def header(ts: str, turn_start: int, turn_end: int, chunk_id: str) -> str:
-    """`[ts | turn a-b | chunk_id]`: where a recalled item came from (seed §5.2)."""
+    """`[ts | turn a-b | chunk_id]`: where a recalled item came from."""
     return f"[{ts} | turn {turn_start}-{turn_end} | {chunk_id}]"
 
 

@@ -1,4 +1,4 @@
-"""Query rewriting for recall (DESIGN §4), with no model: rules only, Chinese and English.
+"""Query rewriting for recall (docs/DESIGN.md §4), with no model: rules only, Chinese and English.
 
 Policy:
 - A reference ("刚才说的那个方案", "the budget we agreed on", "the second one") marks the

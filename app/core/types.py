@@ -13,6 +13,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+# A JSON object whose shape belongs to a format, not to this service: a row's JSON column, a
+# chat message in a provider's format, a tool's JSON schema. Domain values are typed instead.
+JsonObject = dict[str, Any]
+
 
 class FunctionCall(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -54,7 +58,7 @@ class Message(BaseModel):
             raise ValueError("content is required unless the assistant message has tool_calls")
         return self
 
-    def to_openai(self) -> dict[str, Any]:
+    def to_openai(self) -> JsonObject:
         return self.model_dump(exclude_none=True)
 
 

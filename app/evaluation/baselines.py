@@ -1,4 +1,4 @@
-"""Context strategies compared by `ebbtide eval` (DESIGN §10), behind one interface.
+"""Context strategies compared by `ebbtide eval` (docs/DESIGN.md §10), behind one interface.
 
 Every strategy receives each turn's new messages and answers with the prompt it would send,
 under the same token counter and the same budget (C − r, r as Ebbtide resolves it):
@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from app.api.schemas import TurnResponse
 from app.core.assemble import notes_block, recalled_block
 from app.core.budget import resolve_reserve
 from app.core.facts import Fact, SourceMessage, apply, extract
@@ -218,15 +219,15 @@ class FullRag:
         return _output(self.ctx, prompt, started, injected)
 
 
-def _ebbtide_output(response: dict[str, Any], started: float) -> TurnOutput:
-    timings = response["timings_ms"]
+def _ebbtide_output(response: TurnResponse, started: float) -> TurnOutput:
+    """Both Ebbtide strategies read the turn as a client does: the HTTP response body."""
     return TurnOutput(
-        prompt=response["messages"],
-        prompt_tokens=response["usage"]["prompt_tokens"],
-        injected_tokens=response["recall"]["injected_tokens"],
+        prompt=response.messages,
+        prompt_tokens=response.usage.prompt_tokens,
+        injected_tokens=response.recall.injected_tokens,
         latency_ms=round((time.perf_counter() - started) * 1000, 3),
-        fallback=bool(response["recall"]["fallback"] or response["offload"]["fallback"]),
-        stages_ms={k: v for k, v in timings.items() if k.startswith("recall_")},
+        fallback=bool(response.recall.fallback or response.offload.fallback),
+        stages_ms={k: v for k, v in response.timings_ms.items() if k.startswith("recall_")},
     )
 
 
@@ -238,8 +239,8 @@ class EbbtideInProcess:
 
     async def turn(self, messages: Sequence[Message]) -> TurnOutput:
         started = time.perf_counter()
-        response = await post(self.ctx, self.session_id, list(messages), context_window=self.window)
-        return _ebbtide_output(response, started)
+        result = await post(self.ctx, self.session_id, list(messages), context_window=self.window)
+        return _ebbtide_output(TurnResponse.model_validate(result), started)
 
 
 class EbbtideOverHttp:
@@ -255,4 +256,4 @@ class EbbtideOverHttp:
             json={"messages": [m.to_openai() for m in messages], "context_window": self.window},
         )
         reply.raise_for_status()
-        return _ebbtide_output(reply.json(), started)
+        return _ebbtide_output(TurnResponse.model_validate(reply.json()), started)

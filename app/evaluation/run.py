@@ -1,10 +1,10 @@
-"""`ebbtide eval`: the seed's evaluation protocol (DESIGN §10, seeds/000 §6) against baselines.
+"""`ebbtide eval`: the evaluation protocol of docs/DESIGN.md §10, against the baselines.
 
 Scenarios, all deterministic from a seed and mixing Chinese and English:
 - needle backfill at 1×, 2×, 3× the window: 20 planted facts asked back in natural language
   (9 through references), then questions about things never said (the no-match guard);
 - task continuity: constraints, changes and pending actions spread through a long chat,
-  replayed turn by turn (it covers the constraint and pending-action replays of seeds/003).
+  replayed turn by turn (it covers the constraint, reference and pending-action replays).
 
 Metrics per scenario and strategy: Recall@5 — the planted sentence is in the prompt sent to
 the model (for Ebbtide the recalled block holds at most 5 chunks); the same restricted to

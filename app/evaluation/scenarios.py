@@ -14,6 +14,7 @@ from typing import Any
 
 from app.core.assemble import RECALL_HEADER
 from app.core.plan import TurnInput
+from app.core.results import TurnResult
 from app.core.types import Message
 from app.services.context import ServiceContext
 from app.services.turns import run_turn
@@ -165,7 +166,7 @@ def needle_scenario(*, turns: int, seed: int = 7, sentences_per_message: int = 5
 
 async def post(
     ctx: ServiceContext, session_id: str, messages: list[Message], **turn_fields: Any
-) -> dict[str, Any]:
+) -> TurnResult:
     """One turn of a scenario through the real pipeline, as the development tenant."""
     return await run_turn(
         ctx,
@@ -210,26 +211,24 @@ async def replay_needles(
     results = []
     for needle in scenario.questions:
         question = Message(role="user", content=needle.question)
-        response = await post(ctx, session_id, [question], **turn_fields)
-        items = block_items(response["messages"])
-        hits = sorted(response["recall"]["hits"], key=lambda hit: -hit["score"])
-        best = items.get(hits[0]["chunk_id"], "") if hits else ""
+        result = await post(ctx, session_id, [question], **turn_fields)
+        items = block_items(result.messages)
+        hits = sorted(result.recall.hits, key=lambda hit: -hit.score)
+        best = items.get(hits[0].chunk_id, "") if hits else ""
         results.append(
             NeedleResult(
                 needle=needle,
                 in_block=any(needle.fact in text for text in items.values()),
                 top1=needle.fact in best,
-                injected_tokens=response["recall"]["injected_tokens"],
-                timings_ms={
-                    k: v for k, v in response["timings_ms"].items() if k.startswith("recall")
-                },
+                injected_tokens=result.recall.injected_tokens,
+                timings_ms={k: v for k, v in result.timings_ms.items() if k.startswith("recall")},
             )
         )
     return results
 
 
 # The task-continuity conversation: constraints, changes, pending actions and confirmations
-# spread through long small talk (issue: scratchpad and key facts; DESIGN §10).
+# spread through long small talk (docs/DESIGN.md §10).
 TASK_CONSTRAINTS = (
     ("只查华东仓的库存", "改成华南仓的库存"),
     ("Only include invoices from 2026", None),
@@ -377,11 +376,10 @@ async def replay_task(
     which of the constraints and open pending actions a correct scratchpad holds are in it."""
     checks = []
     for turn, messages in enumerate(scenario.turns):
-        response = await post(ctx, session_id, messages, **turn_fields)
-        notes = response["notes"]
-        if not notes["updated"]:
+        notes = (await post(ctx, session_id, messages, **turn_fields)).notes
+        if not notes.updated:
             continue
-        text = notes["text"] or ""
+        text = notes.text or ""
         constraints = scenario.active_constraints(turn)
         pending = scenario.open_pending(turn)
         checks.append(

@@ -1,4 +1,4 @@
-"""Who is calling (DESIGN §11): bearer API keys bound to one tenant with scopes.
+"""Who is calling (docs/DESIGN.md §11): bearer API keys bound to one tenant with scopes.
 
 Keys are random, shown once at creation and stored as SHA-256 hashes (a key has 192 bits of
 entropy, so a fast hash is enough). With no active key in the database the service is in
@@ -14,12 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.core.errors import Forbidden, Unauthenticated
+from app.core.scopes import DEFAULT_SCOPES, Scope, grants
 from app.services.context import ServiceContext
 from app.store import keys as key_store
 from app.store.models import DEFAULT_TENANT
 
-SCOPES = ("memory:read", "memory:write", "memory:offload", "memory:forget", "admin")
-DEFAULT_SCOPES = ("memory:read", "memory:write")
 KEY_PREFIX = "ebt_"
 PREFIX_CHARS = 12
 
@@ -31,12 +30,12 @@ class UnknownScope(ValueError):
 @dataclass(frozen=True)
 class Principal:
     tenant_id: str
-    scopes: frozenset[str]
+    scopes: frozenset[Scope]
     key_prefix: str = "development"  # names the caller in audit events, never the key
 
-    def require(self, scope: str) -> None:
-        if scope not in self.scopes and "admin" not in self.scopes:
-            raise Forbidden(f"this key lacks the {scope} scope", scope=scope)
+    def require(self, scope: Scope) -> None:
+        if not grants(self.scopes, scope):
+            raise Forbidden(f"this key lacks the {scope} scope", scope=scope.value)
 
 
 DEVELOPMENT = Principal(DEFAULT_TENANT, frozenset(DEFAULT_SCOPES))
@@ -48,9 +47,10 @@ def hash_key(key: str) -> str:
 
 async def create_key(ctx: ServiceContext, tenant_id: str, scopes: Sequence[str]) -> str:
     """A new key for the tenant (created if new); the only time the key is visible."""
-    unknown = set(scopes) - set(SCOPES)
+    unknown = set(scopes) - set(Scope)
     if unknown:
-        raise UnknownScope(f"unknown scopes {sorted(unknown)}; valid: {', '.join(SCOPES)}")
+        valid = ", ".join(Scope)
+        raise UnknownScope(f"unknown scopes {sorted(unknown)}; valid: {valid}")
     key = KEY_PREFIX + secrets.token_urlsafe(24)
     async with ctx.database.transaction() as db:
         await key_store.ensure_tenant(db, tenant_id)
@@ -79,4 +79,4 @@ async def authenticate(ctx: ServiceContext, bearer: str | None) -> Principal:
         key = await key_store.active_key(db, hash_key(bearer))
     if key is None:
         raise Unauthenticated("unknown or revoked API key")
-    return Principal(key.tenant_id, frozenset(key.scopes), key.prefix)
+    return Principal(key.tenant_id, frozenset(Scope(s) for s in key.scopes), key.prefix)

@@ -1,4 +1,4 @@
-"""Operator use cases over all sessions: key rotation and the retention purge (DESIGN §11).
+"""Operator use cases over all sessions: key rotation and the retention purge (docs/DESIGN.md §11).
 
 Both work in bounded batches, one transaction each, so they can run beside live traffic and
 be stopped and started again: a re-run re-seals what is left and purges what is still due.

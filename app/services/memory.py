@@ -1,13 +1,14 @@
-"""The `memory` tool's writing operations (seed §5, DESIGN §6, §11): remember, the manual
-offload, and the two-step forget. Reading (`recall`, `status`) is the sessions' own use cases.
+"""The `memory` tool's writing operations (docs/DESIGN.md §6): remember, the
+manual offload, and the two-step forget. Reading (`recall`, `status`) is the sessions' own use
+cases.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -30,8 +31,15 @@ from app.core.forget import (
     stub_replacement,
 )
 from app.core.notes import NotesBody, render
+from app.core.results import (
+    ForgetDone,
+    ForgetPending,
+    ForgetPreview,
+    OffloadScheduled,
+    RememberResult,
+)
 from app.core.tokens import count_text_block
-from app.core.types import ChunkKind
+from app.core.types import ChunkKind, JsonObject
 from app.services.auth import Principal
 from app.services.context import ServiceContext
 from app.services.offload import embed_passages
@@ -54,7 +62,7 @@ REMEMBER_ROLE = "memory"
 # --- remember ---------------------------------------------------------------------------------
 
 
-def remembered_facts(text: str, tags: list[str], turn: int) -> list[Fact]:
+def remembered_facts(text: str, tags: Sequence[str], turn: int) -> list[Fact]:
     """The constraints and preferences the text states; or the whole text as one, when a tag
     says so and the extractor found none."""
     found = [
@@ -96,8 +104,8 @@ async def _check_rate(ctx: ServiceContext, db: AsyncSession, session_id: str) ->
 
 
 async def remember(
-    ctx: ServiceContext, tenant_id: str, session_id: str, text: str, tags: list[str]
-) -> dict[str, Any]:
+    ctx: ServiceContext, tenant_id: str, session_id: str, text: str, tags: Sequence[str]
+) -> RememberResult:
     """Stores one point as a `remember` chunk (and a fact when it is a constraint or a
     preference). A duplicate, by hash or by vector, answers the existing chunk's id."""
     text = text.strip()
@@ -118,7 +126,7 @@ async def remember(
         existing = await chunk_store.chunk_with_hash(db, session_id, draft.content_hash)
         existing = existing or await _nearest_duplicate(ctx, db, session_id, vector)
         if existing is not None:
-            return {"chunk_id": existing, "duplicate": True, "facts": []}
+            return RememberResult(chunk_id=existing, duplicate=True)
         await _check_rate(ctx, db, session_id)
         draft = replace(draft, turn_start=row.turn_count, turn_end=row.turn_count)
         await chunk_store.insert_chunks(db, session_id, [(draft, vector)], ctx.embedder.model_name)
@@ -126,20 +134,18 @@ async def remember(
         if facts:
             await fact_store.insert_facts(db, session_id, facts, row.turn_count)
             await fact_store.mark_notes_stale(db, session_id)
-            row.version += 1  # a turn in flight re-plans, so it cannot clear the stale mark
+            session_store.bump_version(row)  # a turn in flight cannot clear the stale mark
         await event_store.record_event(
             db,
             session_id,
             row.turn_count,
             "remember",
-            {"chunk_id": draft.id, "tags": tags, "tokens": draft.tokens, "facts": len(facts)},
+            {"chunk_id": draft.id, "tags": list(tags), "tokens": draft.tokens, "facts": len(facts)},
         )
     metrics.REMEMBERED.inc()
-    return {
-        "chunk_id": draft.id,
-        "duplicate": False,
-        "facts": [fact.kind.value for fact in facts],
-    }
+    return RememberResult(
+        chunk_id=draft.id, duplicate=False, facts=tuple(fact.kind for fact in facts)
+    )
 
 
 # --- offload ----------------------------------------------------------------------------------
@@ -147,37 +153,32 @@ async def remember(
 
 async def schedule_offload(
     ctx: ServiceContext, tenant_id: str, session_id: str, until_tokens: int | None
-) -> dict[str, Any]:
+) -> OffloadScheduled:
     """Asks the session's next turn to offload down to `until_tokens` (default: the policy's
     target). The prompt already sent cannot change, so the next turn is the first that can;
     it goes through the turn's one transaction like any offload. Asked for on purpose, it
     may move turns the floor would keep; the turn being posted always stays."""
     async with ctx.database.transaction() as db:
         row = await locked_session(db, tenant_id, session_id)
-        view = watermark_view(ctx, row)
-        prompt = view.get("prompt_tokens", 0)
-        goal = until_tokens if until_tokens is not None else view.get("levels", {}).get("target")
+        view = watermark_view(ctx.settings, row)
+        prompt = view.prompt_tokens if view else 0
+        goal = until_tokens if until_tokens is not None else view.levels.target if view else None
         row.offload_until_tokens = goal
-        row.version += 1  # a turn in flight re-plans and carries the request out
-    return {
-        "scheduled": goal is not None,
-        "until_tokens": goal,
-        "prompt_tokens": prompt,
-        "applies": "at the session's next turn",
-    }
+        session_store.bump_version(row)  # a turn in flight re-plans and carries it out
+    return OffloadScheduled(scheduled=goal is not None, until_tokens=goal, prompt_tokens=prompt)
 
 
 # --- forget -----------------------------------------------------------------------------------
 
 
-def _preview(chunk: ChunkRow) -> dict[str, Any]:
-    return {
-        "chunk_id": chunk.id,
-        "kind": chunk.kind,
-        "turn_range": [chunk.turn_start, chunk.turn_end],
-        "tokens": chunk.tokens,
-        "summary_hint": chunk.summary_hint,
-    }
+def _preview(chunk: ChunkRow) -> ForgetPreview:
+    return ForgetPreview(
+        chunk_id=chunk.id,
+        kind=chunk.kind,
+        turn_range=(chunk.turn_start, chunk.turn_end),
+        tokens=chunk.tokens,
+        summary_hint=chunk.summary_hint,
+    )
 
 
 async def request_forget(
@@ -188,7 +189,7 @@ async def request_forget(
     chunk_id: str | None,
     turn_start: int | None,
     turn_end: int | None,
-) -> dict[str, Any]:
+) -> ForgetPending:
     """Step one: what would be deleted, and the id that deletes it once confirmed."""
     by_range = turn_start is not None or turn_end is not None
     if (chunk_id is not None) == by_range:
@@ -220,19 +221,16 @@ async def request_forget(
             "forget_requested",
             {"request_id": request_id, "chunk_ids": ids, "requested_by": caller.key_prefix},
         )
-    return {
-        "status": "pending",
-        "pending_id": request_id,
-        "expires_at": expires.isoformat(timespec="seconds"),
-        "preview": [_preview(chunk) for chunk in chunks],
-        "confirm_with": {"type": "forget", "confirm": request_id},
-        "note": "Nothing is deleted yet. A person holding the memory:forget scope confirms.",
-    }
+    return ForgetPending(
+        pending_id=request_id,
+        expires_at=expires,
+        preview=tuple(_preview(chunk) for chunk in chunks),
+    )
 
 
 async def confirm_forget(
     ctx: ServiceContext, caller: Principal, session_id: str, request_id: str
-) -> dict[str, Any]:
+) -> ForgetDone:
     """Step two: deletes the chunks (rows, vectors, lexical terms), their messages' places,
     the facts and notes items taken from them, their text in events, and every replayable
     response; leaves one audit event that names ids only."""
@@ -248,19 +246,33 @@ async def confirm_forget(
         forgotten = _forgotten(chunks)
         facts_deleted = await _forget_derived(ctx, db, session_id, chunks, forgotten)
         deleted = await chunk_store.delete_chunks(db, session_id, [c.id for c in chunks])
-        row.version += 1  # a turn planned before this commit re-plans without the text
-        audit = {
-            "request_id": request_id,
-            "chunk_ids": [c.id for c in chunks],
-            "turn_ranges": [[c.turn_start, c.turn_end] for c in chunks],
-            "tokens": sum(c.tokens for c in chunks),
-            "facts_deleted": facts_deleted,
-            "requested_by": request.requested_by,
-            "confirmed_by": caller.key_prefix,
-        }
-        await event_store.record_event(db, session_id, row.turn_count, "forget", audit)
+        session_store.bump_version(row)  # a turn planned before this re-plans without the text
+        done = ForgetDone(
+            chunks_deleted=deleted,
+            request_id=request_id,
+            chunk_ids=tuple(c.id for c in chunks),
+            turn_ranges=tuple((c.turn_start, c.turn_end) for c in chunks),
+            tokens=sum(c.tokens for c in chunks),
+            facts_deleted=facts_deleted,
+            requested_by=request.requested_by,
+            confirmed_by=caller.key_prefix,
+        )
+        await event_store.record_event(db, session_id, row.turn_count, "forget", _audit(done))
     metrics.FORGOTTEN_CHUNKS.inc(deleted)
-    return {"status": "deleted", "chunks_deleted": deleted, **audit}
+    return done
+
+
+def _audit(done: ForgetDone) -> JsonObject:
+    """The forget's event row: ids and counts only, never the deleted text."""
+    return {
+        "request_id": done.request_id,
+        "chunk_ids": list(done.chunk_ids),
+        "turn_ranges": [list(r) for r in done.turn_ranges],
+        "tokens": done.tokens,
+        "facts_deleted": done.facts_deleted,
+        "requested_by": done.requested_by,
+        "confirmed_by": done.confirmed_by,
+    }
 
 
 def _forgotten(chunks: list[ChunkRow]) -> Forgotten:

@@ -1,14 +1,26 @@
 """One entry point for the `memory` tool, shared by HTTP (`POST /sessions/{id}/memory`) and
-MCP: checks the caller's scope for the type, runs it, and answers the result twice, as data
-and as the text to put in the model's tool message."""
+MCP: checks the caller's scope for the call's type, runs it, and answers the result twice,
+as data and as the text to put in the model's tool message."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 from app.core import memory_tool as tool
 from app.core.errors import InvalidForget
-from app.core.memory_tool import MemoryType
+from app.core.memory_tool import (
+    MemoryAnswer,
+    MemoryCall,
+    MemoryForget,
+    MemoryHelp,
+    MemoryOffload,
+    MemoryRecall,
+    MemoryRemember,
+    MemoryResult,
+    MemoryStatus,
+    MemoryType,
+)
+from app.core.types import JsonObject
 from app.services import memory
 from app.services.auth import Principal
 from app.services.context import ServiceContext
@@ -16,65 +28,60 @@ from app.services.recall import recall_query
 from app.services.sessions import session_status
 
 
-def definitions(caller: Principal) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ToolDefinitions:
+    """The tool as each provider's function-calling API takes it (JSON schema objects)."""
+
+    types: tuple[MemoryType, ...]
+    openai: JsonObject
+    anthropic: JsonObject
+
+
+def definitions(caller: Principal) -> ToolDefinitions:
     types = tool.enabled_types(caller.scopes)
-    return {
-        "types": [t.value for t in types],
-        "openai": tool.openai_tool(types),
-        "anthropic": tool.anthropic_tool(types),
-    }
+    return ToolDefinitions(tuple(types), tool.openai_tool(types), tool.anthropic_tool(types))
 
 
 async def call_memory(
-    ctx: ServiceContext, caller: Principal, session_id: str, arguments: dict[str, Any]
-) -> dict[str, Any]:
-    """`arguments` are validated already (one of the typed call models)."""
-    kind = MemoryType(arguments["type"])
+    ctx: ServiceContext, caller: Principal, session_id: str, call: MemoryCall
+) -> MemoryResult:
+    kind = MemoryType(call.type)
     caller.require(tool.SCOPE_OF[kind])
-    result, text = await _run(ctx, caller, session_id, kind, arguments)
-    return {"type": kind.value, "text": text, "result": result}
+    answer = await _run(ctx, caller, session_id, call)
+    return MemoryResult(type=kind, text=tool.answer_text(answer), result=answer)
 
 
 async def _run(
-    ctx: ServiceContext,
-    caller: Principal,
-    session_id: str,
-    kind: MemoryType,
-    arguments: dict[str, Any],
-) -> tuple[dict[str, Any], str]:
+    ctx: ServiceContext, caller: Principal, session_id: str, call: MemoryCall
+) -> MemoryAnswer:
     tenant = caller.tenant_id
-    if kind is MemoryType.HELP:
-        body = tool.help_body(tool.enabled_types(caller.scopes))
-        return body, tool.help_text(body)
-    if kind is MemoryType.RECALL:
-        result = await recall_query(
-            ctx, tenant, session_id, arguments["query"], arguments.get("top_k"), skip_injected=True
-        )
-        return result, tool.recall_text(result)
-    if kind is MemoryType.STATUS:
-        status = await session_status(ctx, tenant, session_id)
-        return status, tool.status_text(status)
-    if kind is MemoryType.REMEMBER:
-        result = await memory.remember(
-            ctx, tenant, session_id, arguments["text"], list(arguments.get("tags") or [])
-        )
-        return result, tool.remember_text(result)
-    if kind is MemoryType.OFFLOAD:
-        result = await memory.schedule_offload(
-            ctx, tenant, session_id, arguments.get("until_tokens")
-        )
-        return result, tool.offload_text(result)
-    if arguments.get("confirm"):
-        if any(arguments.get(name) is not None for name in ("chunk_id", "turn_start", "turn_end")):
+    match call:
+        case MemoryHelp():
+            return tool.help_body(tool.enabled_types(caller.scopes))
+        case MemoryRecall(query=query, top_k=top_k):
+            return await recall_query(ctx, tenant, session_id, query, top_k, skip_injected=True)
+        case MemoryStatus():
+            return await session_status(ctx, tenant, session_id)
+        case MemoryRemember(text=text, tags=tags):
+            return await memory.remember(ctx, tenant, session_id, text, tags)
+        case MemoryOffload(until_tokens=until_tokens):
+            return await memory.schedule_offload(ctx, tenant, session_id, until_tokens)
+        case MemoryForget():
+            return await _forget(ctx, caller, session_id, call)
+
+
+async def _forget(
+    ctx: ServiceContext, caller: Principal, session_id: str, call: MemoryForget
+) -> MemoryAnswer:
+    if call.confirm:
+        if any(v is not None for v in (call.chunk_id, call.turn_start, call.turn_end)):
             raise InvalidForget("confirm takes the pending id alone")
-        result = await memory.confirm_forget(ctx, caller, session_id, arguments["confirm"])
-    else:
-        result = await memory.request_forget(
-            ctx,
-            caller,
-            session_id,
-            chunk_id=arguments.get("chunk_id"),
-            turn_start=arguments.get("turn_start"),
-            turn_end=arguments.get("turn_end"),
-        )
-    return result, tool.forget_text(result)
+        return await memory.confirm_forget(ctx, caller, session_id, call.confirm)
+    return await memory.request_forget(
+        ctx,
+        caller,
+        session_id,
+        chunk_id=call.chunk_id,
+        turn_start=call.turn_start,
+        turn_end=call.turn_end,
+    )

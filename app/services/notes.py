@@ -1,4 +1,4 @@
-"""Updating C2 each turn (DESIGN §1, issue: scratchpad and key facts).
+"""Updating C2, the scratchpad and its key facts, each turn (docs/DESIGN.md §1).
 
 Facts are extracted from the new messages every turn and written with the turn. The rendered
 notes change only when the window does (an offload) or after a failed update, so C0 ⊕ C2
@@ -12,14 +12,15 @@ previous C2 stays, `needs_rebuild` is set and the next turn renders again.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from app.core.assemble import notes_block
 from app.core.facts import Fact, FactChanges, FactStatus, SourceMessage, apply, extract
 from app.core.notes import NotesBody, render, update_body, weakened
 from app.core.plan import Snapshot, TurnPlan
 from app.core.ports import ChatModelUnavailable
+from app.core.results import ActiveFact, NotesSource, NotesSummary
 from app.core.tokens import count_text_block
 from app.services.context import ServiceContext
 from app.services.policies import notes_limits
@@ -44,7 +45,7 @@ class NotesUpdate:
     rendered: str | None = None  # None: the previous notes stay in the prompt
     tokens: int | None = None
     needs_rebuild: bool = False
-    source: str | None = None
+    source: NotesSource | None = None
     rejected: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # constraints the cap left out
     error: str | None = None
@@ -52,15 +53,19 @@ class NotesUpdate:
     def text(self, previous: str | None) -> str | None:
         return self.rendered if self.rendered is not None else previous
 
-    def report(self) -> dict[str, Any]:
-        return {
-            "updated": self.rendered is not None,
-            "source": self.source,
-            "rejected_constraints": self.rejected,
-            "missing_constraints": self.missing,
-            "error": self.error,
-            "needs_rebuild": self.needs_rebuild,
-        }
+    def summary(self, previous_text: str | None, previous_tokens: int) -> NotesSummary:
+        """What the turn answers about C2: the notes now in the prompt and what changed."""
+        return NotesSummary(
+            text=self.text(previous_text),
+            tokens=self.tokens if self.tokens is not None else previous_tokens,
+            updated=self.rendered is not None,
+            source=self.source,
+            rejected_constraints=tuple(self.rejected),
+            missing_constraints=tuple(self.missing),
+            error=self.error,
+            needs_rebuild=self.needs_rebuild,
+            facts=active_facts_view(self.facts),
+        )
 
 
 def _sources(plan: TurnPlan) -> list[SourceMessage]:
@@ -97,7 +102,7 @@ async def _llm_notes(
 async def update_notes(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> NotesUpdate:
     try:
         return await _update(ctx, snap, plan)
-    except Exception as error:  # notes must never fail the turn (DESIGN §5)
+    except Exception as error:  # notes must never fail the turn (docs/DESIGN.md §5)
         return NotesUpdate(
             changes=FactChanges(),
             body=snap.notes_body,
@@ -129,16 +134,9 @@ async def _update(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> NotesU
     return update
 
 
-def active_facts_view(facts: list[Fact]) -> list[dict[str, Any]]:
-    return [
-        {
-            "id": f.id,
-            "kind": f.kind.value,
-            "text": f.text,
-            "source_turn": f.source_turn,
-            "source_seq": f.source_seq,
-            "role": f.role,
-        }
+def active_facts_view(facts: Sequence[Fact]) -> tuple[ActiveFact, ...]:
+    return tuple(
+        ActiveFact(f.id, f.kind, f.text, f.source_turn, f.source_seq, f.role)
         for f in facts
         if f.status is FactStatus.ACTIVE
-    ]
+    )

@@ -1,4 +1,4 @@
-"""Turning a plan's offload units into chunks with vectors (DESIGN §3.2, §3.4).
+"""Turning a plan's offload units into chunks with vectors (docs/DESIGN.md §3).
 
 Each unit is embedded once: neighbouring units' vectors decide the topic boundaries and a
 chunk's vector is the mean of its units'. With the embedder down the chunks are still built

@@ -1,4 +1,4 @@
-"""Recall (DESIGN §4–5): rewrite → embed → vector ∪ lexical candidates → fuse / rerank →
+"""Recall (docs/DESIGN.md §4–5): rewrite → embed → vector ∪ lexical candidates → fuse / rerank →
 pack within k and B. One retrieval path serves the turn, the recall endpoint and the tool.
 
 Degradation: the embedder down or slow → lexical candidates only, flagged
@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import asdict, dataclass, field, replace
 
 from app.core import rerank
 from app.core.errors import OverLimit
 from app.core.ports import EmbedderUnavailable, RerankerUnavailable
 from app.core.rerank import Candidate, Injected, ScoredHit
+from app.core.results import RecalledChunk, RecalledText, RecallResult
 from app.core.rewrite import RewrittenQuery, rewrite
 from app.core.types import ChunkDraft
 from app.core.vectors import cosine
@@ -43,28 +43,33 @@ class FreshChunk:
     vector: list[float] | None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Retrieval:
     items: list[Injected]
     considered: list[ScoredHit]
     fallback: str | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
-    already_in_context: list[str] = field(default_factory=list)  # excluded hits, best first
+    already_in_context: tuple[str, ...] = ()  # excluded hits, best first
 
-    def hits_report(self) -> list[dict[str, Any]]:
-        return [
-            {
-                "chunk_id": item.hit.candidate.chunk_id,
-                "score": round(item.hit.score, 6),
-                "vector_score": _round(item.hit.candidate.vector_score),
-                "lexical_score": _round(item.hit.candidate.lexical_score),
-                "turn_range": [item.hit.candidate.turn_start, item.hit.candidate.turn_end],
-                "ts": item.hit.candidate.first_ts.isoformat(timespec="seconds"),
-                "tokens": item.tokens,
-                "truncated": item.truncated,
-            }
-            for item in self.items
-        ]
+    def recalled(self) -> tuple[RecalledChunk, ...]:
+        return tuple(_recalled(item) for item in self.items)
+
+    def recalled_texts(self) -> tuple[RecalledText, ...]:
+        return tuple(RecalledText(**asdict(_recalled(item)), text=item.text) for item in self.items)
+
+
+def _recalled(item: Injected) -> RecalledChunk:
+    candidate = item.hit.candidate
+    return RecalledChunk(
+        chunk_id=candidate.chunk_id,
+        score=round(item.hit.score, 6),
+        vector_score=_round(candidate.vector_score),
+        lexical_score=_round(candidate.lexical_score),
+        turn_range=(candidate.turn_start, candidate.turn_end),
+        ts=candidate.first_ts,
+        tokens=item.tokens,
+        truncated=item.truncated,
+    )
 
 
 def _round(value: float | None) -> float | None:
@@ -236,7 +241,7 @@ async def retrieve(
         considered=hits,
         fallback=fallback,
         timings_ms=timings,
-        already_in_context=excluded,
+        already_in_context=tuple(excluded),
     )
 
 
@@ -268,7 +273,7 @@ async def recall_query(
     *,
     budget_tokens: int | None = None,
     skip_injected: bool = False,
-) -> dict[str, Any]:
+) -> RecallResult:
     """An explicit search, never gated, within k and B. `skip_injected` (the memory tool):
     chunks the session's latest turn already put in the prompt are not returned again."""
     check_recall_limits(ctx.settings, top_k, budget_tokens)
@@ -292,23 +297,19 @@ async def recall_query(
         window_seqs=in_window,
         exclude_ids=injected,
     )
-    results = [
-        {**report, "text": item.text}
-        for report, item in zip(found.hits_report(), found.items, strict=True)
-    ]
-    return {
-        "query": text,
-        "query_rewritten": query.text,
-        "results": results,
-        "no_match": not results,
-        "message": _recall_message(results, found.already_in_context),
-        "already_in_context": found.already_in_context,
-        "fallback": found.fallback,
-        "timings_ms": found.timings_ms,
-    }
+    results = found.recalled_texts()
+    return RecallResult(
+        query=text,
+        query_rewritten=query.text,
+        results=results,
+        message=_recall_message(results, found.already_in_context),
+        already_in_context=found.already_in_context,
+        fallback=found.fallback,
+        timings_ms=found.timings_ms,
+    )
 
 
-def _recall_message(results: list[dict[str, Any]], already: list[str]) -> str | None:
+def _recall_message(results: Sequence[RecalledText], already: Sequence[str]) -> str | None:
     if results:
         return None
     if already:

@@ -1,67 +1,96 @@
-"""Read-only use cases: a session's status and one offloaded chunk, raw."""
+"""Read-only use cases: a session's status, one offloaded chunk raw, the event log; and the
+one tenant check every use case goes through."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.budget import level_for
 from app.core.errors import ChunkNotFound, SessionNotFound
-from app.core.plan import POLICY_FIELDS, session_budget, session_policy
+from app.core.plan import session_budget, session_policy
+from app.core.results import (
+    EventPage,
+    LastOffload,
+    NotesState,
+    SessionEvent,
+    SessionStatus,
+    StoredChunk,
+    WatermarkLevels,
+    WatermarkView,
+)
 from app.core.tokens import calibrated, window_for_model
 from app.services.context import ServiceContext
 from app.services.notes import active_facts_view
 from app.services.policies import plan_policy
+from app.settings import Settings
 from app.store import chunks as chunk_store
 from app.store import events as event_store
 from app.store import facts as fact_store
 from app.store import sessions as session_store
-from app.store.models import ChunkRow, SessionRow
+from app.store.models import ChunkRow, EventRow, SessionRow
 
 
-async def owned_session(db: AsyncSession, tenant_id: str, session_id: str) -> SessionRow:
-    row = await session_store.get_session(db, session_id)
+def owned(row: SessionRow | None, tenant_id: str, session_id: str) -> SessionRow:
+    """The row, when the tenant owns it: another tenant's session is as unknown as a
+    missing one (404, never its data)."""
     if row is None or row.tenant_id != tenant_id:
         raise SessionNotFound("no such session", session_id=session_id)
     return row
+
+
+async def owned_session(db: AsyncSession, tenant_id: str, session_id: str) -> SessionRow:
+    return owned(await session_store.get_session(db, session_id), tenant_id, session_id)
 
 
 async def locked_session(db: AsyncSession, tenant_id: str, session_id: str) -> SessionRow:
     """The tenant's session under its row lock: writes outside a turn queue with the turns."""
-    row = await session_store.lock_session(db, session_id)
-    if row is None or row.tenant_id != tenant_id:
-        raise SessionNotFound("no such session", session_id=session_id)
-    return row
+    return owned(await session_store.lock_session(db, session_id), tenant_id, session_id)
 
 
-def watermark_view(ctx: ServiceContext, row: SessionRow) -> dict[str, Any]:
-    """Window, budget, prompt size and levels of a session, as its last turn left them."""
+def watermark_view(settings: Settings, row: SessionRow) -> WatermarkView | None:
+    """Window, budget, prompt size and levels of a session, as its last turn left them;
+    None while no window is known for its model."""
     window = row.context_window or window_for_model(row.model)
     if window is None:
-        return {"context_window": None}
-    rules = plan_policy(ctx.settings)
+        return None
+    rules = plan_policy(settings)
     budget = session_budget(rules, window, row.reserve_tokens)
     policy = session_policy(rules, row.policy)
     prompt = calibrated(row.last_prompt_estimate or 0, row.calibration_ratio)
-    return {
-        "context_window": window,
-        "reserve_tokens": budget.reserve,
-        "budget": budget.available,
-        "prompt_tokens": prompt,
-        "watermark": round(prompt / budget.available, 4),
-        "level": level_for(prompt, budget, policy).value,
-        "levels": {
-            "offload_at": budget.line(policy.offload_ratio),
-            "emergency_at": budget.line(policy.emergency_ratio),
-            "target": budget.line(policy.target_ratio),
-        },
-        "policy": {n: getattr(policy, n) for n in POLICY_FIELDS},
-        "calibration_ratio": round(row.calibration_ratio, 4),
-    }
+    return WatermarkView(
+        context_window=window,
+        reserve_tokens=budget.reserve,
+        budget=budget.available,
+        prompt_tokens=prompt,
+        watermark=round(prompt / budget.available, 4),
+        level=level_for(prompt, budget, policy),
+        levels=WatermarkLevels(
+            offload_at=budget.line(policy.offload_ratio),
+            emergency_at=budget.line(policy.emergency_ratio),
+            target=budget.line(policy.target_ratio),
+        ),
+        policy=policy,
+        calibration_ratio=round(row.calibration_ratio, 4),
+    )
 
 
-async def session_status(ctx: ServiceContext, tenant_id: str, session_id: str) -> dict[str, Any]:
+def _last_offload(event: EventRow) -> LastOffload:
+    """The offload part of a turn event (a JSON column) read back as a value."""
+    offload = event.payload["offload"]
+    turn_range = offload["turn_range"]
+    return LastOffload(
+        turn=event.turn,
+        triggered=offload["triggered"],
+        tokens_freed=offload["tokens_freed"],
+        chunks_offloaded=offload["chunks_offloaded"],
+        chunk_ids=tuple(offload.get("chunk_ids", ())),
+        turn_range=(turn_range[0], turn_range[1]) if turn_range else None,
+        floor_yielded=offload.get("floor_yielded", False),
+        at=event.created_at,
+    )
+
+
+async def session_status(ctx: ServiceContext, tenant_id: str, session_id: str) -> SessionStatus:
     async with ctx.database.transaction() as db:
         row = await owned_session(db, tenant_id, session_id)
         counts = await session_store.counts(db, session_id)
@@ -72,57 +101,45 @@ async def session_status(ctx: ServiceContext, tenant_id: str, session_id: str) -
             else None
         )
         facts = await fact_store.current_facts(db, session_id, ctx.settings.notes.recent_resolved)
-    return {
-        "session_id": row.id,
-        "turns": row.turn_count,
-        "model": row.model,
-        **watermark_view(ctx, row),
-        "counts": counts,
-        "notes": {
-            "text": notes.rendered,
-            "tokens": notes.tokens,
-            "needs_rebuild": notes.needs_rebuild,
-        }
-        if notes
-        else None,
-        "facts": active_facts_view(facts),
-        "last_offload": {
-            "turn": last_offload.turn,
-            **last_offload.payload["offload"],
-            "at": last_offload.created_at.isoformat(),
-        }
-        if last_offload
-        else None,
-    }
+    return SessionStatus(
+        session_id=row.id,
+        turns=row.turn_count,
+        model=row.model,
+        window=watermark_view(ctx.settings, row),
+        counts=counts,
+        notes=NotesState(notes.rendered, notes.tokens, notes.needs_rebuild) if notes else None,
+        facts=active_facts_view(facts),
+        last_offload=_last_offload(last_offload) if last_offload else None,
+    )
 
 
-def chunk_view(chunk: ChunkRow) -> dict[str, Any]:
-    return {
-        "chunk_id": chunk.id,
-        "session_id": chunk.session_id,
-        "kind": chunk.kind,
-        "turn_range": [chunk.turn_start, chunk.turn_end],
-        "roles": chunk.roles,
-        "first_ts": chunk.first_ts.isoformat(),
-        "last_ts": chunk.last_ts.isoformat(),
-        "tokens": chunk.tokens,
-        "summary_hint": chunk.summary_hint,
-        "embedding_model": chunk.embedding_model,
-        "needs_embedding": chunk.needs_embedding,
-        "content_hash": chunk.content_hash,
-        "raw_text": chunk.raw_text,
-    }
+def stored_chunk(chunk: ChunkRow) -> StoredChunk:
+    return StoredChunk(
+        chunk_id=chunk.id,
+        session_id=chunk.session_id,
+        kind=chunk.kind,
+        turn_range=(chunk.turn_start, chunk.turn_end),
+        roles=tuple(chunk.roles),
+        first_ts=chunk.first_ts,
+        last_ts=chunk.last_ts,
+        tokens=chunk.tokens,
+        summary_hint=chunk.summary_hint,
+        embedding_model=chunk.embedding_model,
+        needs_embedding=chunk.needs_embedding,
+        content_hash=chunk.content_hash,
+        raw_text=chunk.raw_text,
+    )
 
 
 async def read_chunk(
     ctx: ServiceContext, tenant_id: str, session_id: str, chunk_id: str
-) -> dict[str, Any]:
+) -> StoredChunk:
     async with ctx.database.transaction() as db:
         await owned_session(db, tenant_id, session_id)
         chunk = await chunk_store.get_chunk(db, session_id, chunk_id)
     if chunk is None:
         raise ChunkNotFound("no such chunk in this session", chunk_id=chunk_id)
-    return chunk_view(chunk)
+    return stored_chunk(chunk)
 
 
 async def list_events(
@@ -133,21 +150,14 @@ async def list_events(
     after: int,
     limit: int,
     kind: str | None,
-) -> dict[str, Any]:
+) -> EventPage:
     """A page of the session's event log; `next_after` continues it (None: no more now)."""
     async with ctx.database.transaction() as db:
         await owned_session(db, tenant_id, session_id)
         rows = await event_store.events_after(db, session_id, after, limit, kind)
-    return {
-        "events": [
-            {
-                "id": row.id,
-                "turn": row.turn,
-                "kind": row.kind,
-                "created_at": row.created_at.isoformat(),
-                "payload": row.payload,
-            }
-            for row in rows
-        ],
-        "next_after": rows[-1].id if len(rows) == limit else None,
-    }
+    return EventPage(
+        events=tuple(
+            SessionEvent(row.id, row.turn, row.kind, row.created_at, row.payload) for row in rows
+        ),
+        next_after=rows[-1].id if len(rows) == limit else None,
+    )

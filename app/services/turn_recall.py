@@ -1,4 +1,4 @@
-"""What a turn recalls (DESIGN §4 modes): skip rules, k and B for the level, the block.
+"""What a turn recalls (docs/DESIGN.md §4, modes): skip rules, k and B for the level, the block.
 
 - `off`: nothing. No user message in the turn (tool results only): nothing.
 - C3 empty (nothing archived before or by this turn): nothing, and no embedding call at all.
@@ -12,12 +12,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from app.core.assemble import recalled_block
 from app.core.budget import Level
 from app.core.plan import Snapshot, TurnInput, TurnPlan
 from app.core.rerank import NO_MATCH_LINE, format_block
+from app.core.results import RecalledChunk, RecallMode, TurnRecallSummary
 from app.core.rewrite import RewrittenQuery, rewrite
 from app.core.tokens import count_text_block
 from app.services.context import ServiceContext
@@ -27,28 +27,29 @@ from app.services.recall import retrieve
 
 @dataclass
 class TurnRecall:
-    mode: str
+    """What the turn's recall found and put in the prompt, filled in as it goes."""
+
+    mode: RecallMode
     query: RewrittenQuery | None = None
     block: str | None = None
     tokens: int = 0
-    hits: list[dict[str, Any]] = field(default_factory=list)
+    hits: tuple[RecalledChunk, ...] = ()
     skipped_reason: str | None = None
     fallback: str | None = None
     no_match: bool = False
     timings_ms: dict[str, float] = field(default_factory=dict)
 
-    def report(self) -> dict[str, Any]:
-        return {
-            "mode": self.mode,
-            "query_raw": self.query.raw if self.query else None,
-            "query_rewritten": self.query.text if self.query else None,
-            "hits": self.hits,
-            "final_k": len(self.hits),
-            "injected_tokens": self.tokens,
-            "no_match": self.no_match,
-            "skipped_reason": self.skipped_reason,
-            "fallback": self.fallback,
-        }
+    def summary(self) -> TurnRecallSummary:
+        return TurnRecallSummary(
+            mode=self.mode,
+            query_raw=self.query.raw if self.query else None,
+            query_rewritten=self.query.text if self.query else None,
+            hits=self.hits,
+            injected_tokens=self.tokens,
+            no_match=self.no_match,
+            skipped_reason=self.skipped_reason,
+            fallback=self.fallback,
+        )
 
 
 def _newest_user_text(inp: TurnInput) -> str | None:
@@ -117,7 +118,7 @@ async def recall_for_turn(
         fresh=batch.chunks,
     )
     result.hits, result.fallback, result.timings_ms = (
-        found.hits_report(),
+        found.recalled(),
         found.fallback,
         found.timings_ms,
     )

@@ -1,10 +1,11 @@
-"""The turn use case (DESIGN §2–3, §6): store the new messages, offload when the watermark is
-crossed, answer with the assembled prompt.
+"""The turn use case (docs/DESIGN.md §3): store the new messages, offload when the
+watermark is crossed, answer with the assembled prompt as a `TurnResult`.
 
 Flow: read a snapshot → plan (pure) → embed the planned chunks → one write transaction that
 locks the session row, checks the version and writes everything. No lock or transaction is
 held across the embedder call. A version mismatch re-plans; a crash anywhere before commit
-leaves the session as it was.
+leaves the session as it was. A retry under an Idempotency-Key already answered gets the
+first answer back, read from the idempotency row, and writes nothing.
 """
 
 from __future__ import annotations
@@ -12,21 +13,24 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
+from pydantic import TypeAdapter
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app import metrics
 from app.core.assemble import PromptParts, assemble
-from app.core.errors import IdempotencyKeyReused, SessionBusy, SessionNotFound
+from app.core.errors import IdempotencyKeyReused, SessionBusy
 from app.core.notes import NotesBody
 from app.core.plan import Snapshot, TurnInput, TurnPlan, plan_turn
+from app.core.results import OffloadSummary, TurnResult, TurnUsage
 from app.core.tokens import calibrated
+from app.core.types import JsonObject
 from app.services.context import ServiceContext
-from app.services.notes import NotesUpdate, active_facts_view, update_notes
+from app.services.notes import NotesUpdate, update_notes
 from app.services.offload import OffloadBatch, build_batch
 from app.services.policies import plan_policy
+from app.services.sessions import locked_session, owned
 from app.services.turn_recall import TurnRecall, recall_for_turn
 from app.store import chunks as chunk_store
 from app.store import events as event_store
@@ -39,24 +43,22 @@ class VersionConflict(Exception):
     """Another turn of the session committed after our snapshot."""
 
 
-class ReplayResponse(Exception):
-    """The turn was already answered under this Idempotency-Key."""
-
-    def __init__(self, response: dict[str, Any]) -> None:
-        super().__init__("replay")
-        self.response = response
+# How a turn's answer is kept for replays (the idempotency row's JSON column) and read back.
+STORED_RESULT: TypeAdapter[TurnResult] = TypeAdapter(TurnResult)
 
 
-async def load_snapshot(ctx: ServiceContext, inp: TurnInput) -> Snapshot:
+async def load_snapshot(ctx: ServiceContext, inp: TurnInput) -> Snapshot | TurnResult:
+    """The session as it stands before planning, or the turn's first answer when this is a
+    retry under an Idempotency-Key that was already answered."""
     async with ctx.database.transaction() as db:
         found = await session_store.session_with_notes(db, inp.session_id)
         if found is None:
             return Snapshot(exists=False)
         row, notes, has_chunks = found
-        if row.tenant_id != inp.tenant_id:
-            raise SessionNotFound("no such session", session_id=inp.session_id)
-        if inp.idempotency_key:
-            await _check_replay(db, inp)
+        owned(row, inp.tenant_id, inp.session_id)
+        answered = await _answered(db, inp)
+        if answered is not None:
+            return answered
         window = await session_store.window_messages(db, inp.session_id)
         facts = await fact_store.current_facts(
             db, inp.session_id, ctx.settings.notes.recent_resolved
@@ -88,20 +90,22 @@ async def load_snapshot(ctx: ServiceContext, inp: TurnInput) -> Snapshot:
     )
 
 
-async def _check_replay(db: AsyncSession, inp: TurnInput) -> None:
-    assert inp.idempotency_key is not None
+async def _answered(db: AsyncSession, inp: TurnInput) -> TurnResult | None:
+    """The first answer to this Idempotency-Key, if the turn was answered already."""
+    if not inp.idempotency_key:
+        return None
     found = await event_store.find_idempotent(db, inp.session_id, inp.idempotency_key)
     if found is None:
-        return
+        return None
     if found.request_hash != inp.request_hash:
         raise IdempotencyKeyReused(
             "this Idempotency-Key was used for a different request body",
             header="Idempotency-Key",
         )
-    raise ReplayResponse(found.response)
+    return STORED_RESULT.validate_python(found.response)
 
 
-async def run_turn(ctx: ServiceContext, inp: TurnInput) -> dict[str, Any]:
+async def run_turn(ctx: ServiceContext, inp: TurnInput) -> TurnResult:
     """Turns of one session queue on an in-process lock; across replicas the version check
     makes a turn that lost the race re-plan, after a jittered, growing pause."""
     settings = ctx.settings.db
@@ -109,8 +113,6 @@ async def run_turn(ctx: ServiceContext, inp: TurnInput) -> dict[str, Any]:
         for attempt in range(settings.turn_retries):
             try:
                 return await _attempt(ctx, inp)
-            except ReplayResponse as replay:
-                return replay.response
             except VersionConflict:
                 pause = min(settings.retry_backoff_max_s, settings.retry_backoff_s * 2**attempt)
                 await asyncio.sleep(random.uniform(0, pause))
@@ -137,10 +139,12 @@ class Outcome:
         return calibrated(self.estimate_sent, self.plan.calibration_ratio)
 
 
-async def _attempt(ctx: ServiceContext, inp: TurnInput) -> dict[str, Any]:
+async def _attempt(ctx: ServiceContext, inp: TurnInput) -> TurnResult:
     timings: dict[str, float] = {}
     started = time.perf_counter()
     snap = await load_snapshot(ctx, inp)
+    if isinstance(snap, TurnResult):
+        return snap  # a replay: answered before, nothing to plan or write
     timings["db_read"] = _ms_since(started)
     mark = time.perf_counter()
     plan = plan_turn(inp, snap, ctx.counter, plan_policy(ctx.settings), ctx.clock(), ctx.new_id)
@@ -168,127 +172,128 @@ async def _attempt(ctx: ServiceContext, inp: TurnInput) -> dict[str, Any]:
         )
     )
     timings["assemble"] = _ms_since(mark)
-    response = _response(inp, snap, outcome, prompt, timings)
+    draft = _result(inp, snap, outcome, prompt, timings)
     clock = Stopwatch(started=started, write_started=time.perf_counter())
-    await commit_turn(ctx, inp, snap, outcome, response, clock)
-    metrics.observe_turn(response)
-    return response
+    return await commit_turn(ctx, inp, snap, outcome, draft, clock)
 
 
 @dataclass(frozen=True)
 class Stopwatch:
-    """Closes the turn's timings just before the response is stored for replays, so a retry
-    with the same Idempotency-Key gets exactly the first response (the COMMIT round trip is
+    """Closes the turn's timings just before the answer is stored for replays, so a retry
+    with the same Idempotency-Key gets exactly the first answer (the COMMIT round trip is
     the only part not counted)."""
 
     started: float
     write_started: float
 
-    def finish(self, response: dict[str, Any]) -> None:
-        response["timings_ms"]["db_write"] = _ms_since(self.write_started)
-        response["timings_ms"]["total"] = _ms_since(self.started)
+    def finish(self, result: TurnResult) -> TurnResult:
+        timings = {
+            **result.timings_ms,
+            "db_write": _ms_since(self.write_started),
+            "total": _ms_since(self.started),
+        }
+        return replace(result, timings_ms=timings)
 
 
 def _ms_since(mark: float) -> float:
     return round((time.perf_counter() - mark) * 1000, 3)
 
 
-def _offload_section(outcome: Outcome) -> dict[str, Any]:
+def _offload_summary(outcome: Outcome) -> OffloadSummary:
     plan, drafts = outcome.plan, [f.draft for f in outcome.batch.offload]
-    return {
-        "triggered": plan.offloaded,
-        "chunk_ids": [d.id for d in drafts],
-        "tokens_freed": plan.prompt_tokens_before - plan.prompt_tokens_after,
-        "turn_range": [min(d.turn_start for d in drafts), max(d.turn_end for d in drafts)]
+    return OffloadSummary(
+        triggered=plan.offloaded,
+        chunk_ids=tuple(d.id for d in drafts),
+        tokens_freed=plan.prompt_tokens_before - plan.prompt_tokens_after,
+        turn_range=(min(d.turn_start for d in drafts), max(d.turn_end for d in drafts))
         if drafts
         else None,
-        "messages_offloaded": len(outcome.batch.chunk_of()),
-        "floor_yielded": plan.floor_yielded,
-        "oversize_chunk_ids": [f.draft.id for f in outcome.batch.oversize],
-        "fallback": outcome.batch.fallback,
-    }
+        messages_offloaded=len(outcome.batch.chunk_of()),
+        floor_yielded=plan.floor_yielded,
+        oversize_chunk_ids=tuple(f.draft.id for f in outcome.batch.oversize),
+        fallback=outcome.batch.fallback,
+    )
 
 
-def _usage_section(outcome: Outcome) -> dict[str, Any]:
+def _usage(outcome: Outcome) -> TurnUsage:
     plan = outcome.plan
     budget = plan.config.budget
-    return {
-        "prompt_tokens": outcome.prompt_tokens,
-        "estimated_prompt_tokens": outcome.estimate_sent,
-        "calibration_ratio": round(plan.calibration_ratio, 4),
-        "context_window": budget.context_window,
-        "reserve_tokens": budget.reserve,
-        "budget": budget.available,
-        "watermark": round(outcome.prompt_tokens / budget.available, 4),
-        "trigger_ratio": round(plan.prompt_tokens_before / budget.available, 4),
-        "level": plan.level.value,
-    }
+    return TurnUsage(
+        prompt_tokens=outcome.prompt_tokens,
+        estimated_prompt_tokens=outcome.estimate_sent,
+        calibration_ratio=round(plan.calibration_ratio, 4),
+        context_window=budget.context_window,
+        reserve_tokens=budget.reserve,
+        budget=budget.available,
+        watermark=round(outcome.prompt_tokens / budget.available, 4),
+        trigger_ratio=round(plan.prompt_tokens_before / budget.available, 4),
+        level=plan.level,
+    )
 
 
-def _response(
+def _result(
     inp: TurnInput,
     snap: Snapshot,
     outcome: Outcome,
-    prompt: list[dict[str, Any]],
+    prompt: list[JsonObject],
     timings: dict[str, float],
-) -> dict[str, Any]:
+) -> TurnResult:
+    return TurnResult(
+        session_id=inp.session_id,
+        turn=outcome.plan.turn,
+        messages=prompt,
+        usage=_usage(outcome),
+        offload=_offload_summary(outcome),
+        recall=outcome.recall.summary(),
+        notes=outcome.notes.summary(snap.notes_text, snap.notes_tokens),
+        timings_ms=timings,
+    )
+
+
+def _event_payload(outcome: Outcome, result: TurnResult) -> JsonObject:
+    """The turn's event row (a JSON column): what it decided and measured, ids and numbers
+    only, besides the queries (scrubbed by a forget)."""
+    offload, recall, notes = result.offload, result.recall, result.notes
     return {
-        "session_id": inp.session_id,
-        "turn": outcome.plan.turn,
-        "messages": prompt,
-        "usage": _usage_section(outcome),
-        "offload": _offload_section(outcome),
-        "recall": outcome.recall.report(),
-        "notes": _notes_section(snap, outcome.notes),
-        "timings_ms": timings,
-    }
-
-
-def _notes_section(snap: Snapshot, notes: NotesUpdate) -> dict[str, Any]:
-    text = notes.text(snap.notes_text)
-    return {
-        "text": text,
-        "tokens": notes.tokens if notes.tokens is not None else snap.notes_tokens,
-        **notes.report(),
-        "facts": active_facts_view(notes.facts),
-    }
-
-
-def _event_payload(outcome: Outcome, response: dict[str, Any]) -> dict[str, Any]:
-    offload, recall = response["offload"], response["recall"]
-    return {
-        "level": outcome.plan.level.value,
-        "trigger_ratio": response["usage"]["trigger_ratio"],
-        "watermark": response["usage"]["watermark"],
-        "prompt_tokens": response["usage"]["prompt_tokens"],
+        "level": result.usage.level.value,
+        "trigger_ratio": result.usage.trigger_ratio,
+        "watermark": result.usage.watermark,
+        "prompt_tokens": result.usage.prompt_tokens,
         "messages_added": len(outcome.plan.new_messages),
         "offload": {
-            "triggered": offload["triggered"],
-            "tokens_freed": offload["tokens_freed"],
-            "chunks_offloaded": len(offload["chunk_ids"]),
-            "chunk_ids": offload["chunk_ids"],
-            "turn_range": offload["turn_range"],
-            "floor_yielded": offload["floor_yielded"],
+            "triggered": offload.triggered,
+            "tokens_freed": offload.tokens_freed,
+            "chunks_offloaded": len(offload.chunk_ids),
+            "chunk_ids": list(offload.chunk_ids),
+            "turn_range": list(offload.turn_range) if offload.turn_range else None,
+            "floor_yielded": offload.floor_yielded,
         },
-        "oversize_chunk_ids": offload["oversize_chunk_ids"],
+        "oversize_chunk_ids": list(offload.oversize_chunk_ids),
         "recall": {
-            "query_raw": recall["query_raw"],
-            "query_rewritten": recall["query_rewritten"],
-            "recall_ids": [hit["chunk_id"] for hit in recall["hits"]],
-            "rerank_scores": [hit["score"] for hit in recall["hits"]],
-            "final_k": recall["final_k"],
-            "injected_tokens": recall["injected_tokens"],
-            "no_match": recall["no_match"],
-            "skipped_reason": recall["skipped_reason"],
+            "query_raw": recall.query_raw,
+            "query_rewritten": recall.query_rewritten,
+            "recall_ids": [hit.chunk_id for hit in recall.hits],
+            "rerank_scores": [hit.score for hit in recall.hits],
+            "final_k": recall.final_k,
+            "injected_tokens": recall.injected_tokens,
+            "no_match": recall.no_match,
+            "skipped_reason": recall.skipped_reason,
         },
-        "notes": outcome.notes.report(),
+        "notes": {
+            "updated": notes.updated,
+            "source": notes.source,
+            "rejected_constraints": list(notes.rejected_constraints),
+            "missing_constraints": list(notes.missing_constraints),
+            "error": notes.error,
+            "needs_rebuild": notes.needs_rebuild,
+        },
         "facts": {
             "added": len(outcome.notes.changes.new),
             "superseded": [old for old, _ in outcome.notes.changes.superseded],
             "resolved": outcome.notes.changes.resolved,
         },
-        "fallback_flag": offload["fallback"] or recall["fallback"],
-        "timings_ms": response["timings_ms"],
+        "fallback_flag": offload.fallback or recall.fallback,
+        "timings_ms": dict(result.timings_ms),
     }
 
 
@@ -297,18 +302,19 @@ async def commit_turn(
     inp: TurnInput,
     snap: Snapshot,
     outcome: Outcome,
-    response: dict[str, Any],
+    draft: TurnResult,
     clock: Stopwatch,
-) -> None:
+) -> TurnResult:
+    """Writes the turn in one transaction and answers it with its timings closed. A retry of
+    the same Idempotency-Key that committed first is answered instead, writing nothing."""
     plan, batch = outcome.plan, outcome.batch
     async with ctx.database.transaction() as db:
         if not snap.exists:
             await session_store.create_session(db, inp.session_id, inp.tenant_id)
-        row = await session_store.lock_session(db, inp.session_id)
-        if row is None or row.tenant_id != inp.tenant_id:
-            raise SessionNotFound("no such session", session_id=inp.session_id)
-        if inp.idempotency_key:
-            await _check_replay(db, inp)
+        row = await locked_session(db, inp.tenant_id, inp.session_id)
+        answered = await _answered(db, inp)
+        if answered is not None:
+            return answered
         if row.version != snap.version:
             raise VersionConflict
         await session_store.insert_messages(db, inp.session_id, plan.new_messages)
@@ -321,14 +327,20 @@ async def commit_turn(
         await session_store.mark_offloaded(db, inp.session_id, batch.chunk_of())
         await _write_notes(db, inp.session_id, plan.turn, outcome.notes, snap)
         _update_session_row(row, outcome)
-        clock.finish(response)
+        result = clock.finish(draft)
         await event_store.record_event(
-            db, inp.session_id, plan.turn, "turn", _event_payload(outcome, response)
+            db, inp.session_id, plan.turn, "turn", _event_payload(outcome, result)
         )
         if inp.idempotency_key:
             await event_store.save_idempotent(
-                db, inp.session_id, inp.idempotency_key, inp.request_hash, response
+                db,
+                inp.session_id,
+                inp.idempotency_key,
+                inp.request_hash,
+                STORED_RESULT.dump_python(result, mode="json"),
             )
+    metrics.observe_turn(result)
+    return result
 
 
 async def _write_notes(
@@ -361,7 +373,7 @@ async def _write_notes(
 def _update_session_row(row: SessionRow, outcome: Outcome) -> None:
     plan = outcome.plan
     config = plan.config
-    row.version += 1
+    session_store.bump_version(row)
     row.turn_count = plan.turn
     row.next_seq += len(plan.new_messages)
     row.model = config.model

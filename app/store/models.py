@@ -1,7 +1,7 @@
-"""Tables (DESIGN §7). Every table but `tenants` carries `session_id`, and every hot-path query
-filters on it, so the schema distributes by session on Citus unchanged (`tenants` would be a
-reference table). Alembic owns the schema; `alembic check` keeps these models and the
-migrations in agreement."""
+"""Tables (docs/DESIGN.md §7). Every table but `tenants` carries `session_id`, and every
+hot-path query filters on it, so the schema distributes by session on Citus unchanged
+(`tenants` would be a reference table). Alembic owns the schema; `alembic check` keeps these
+models and the migrations in agreement."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Encryption at rest of conversation text (DESIGN §11), done by the column types themselves.
+"""Encryption at rest of conversation text (docs/DESIGN.md §7), done by the column types.
 
 Every column that holds what users or tools wrote (message content and tool calls, chunk
 text, facts, notes, event payloads, replayed responses, the system prompt) is declared

@@ -8,6 +8,7 @@ from sqlalchemy import exists, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.results import SessionCounts
 from app.core.types import Message, MessageState, WindowMessage
 from app.store.models import DEFAULT_TENANT, ChunkRow, MessageRow, NoteRow, SessionRow
 
@@ -29,6 +30,12 @@ async def session_with_notes(
     )
     row = result.one_or_none()
     return None if row is None else (row[0], row[1], bool(row[2]))
+
+
+def bump_version(row: SessionRow) -> None:
+    """Marks a write that a turn planned before it must not overwrite: that turn's version
+    check fails and it plans again on what this write left."""
+    row.version += 1
 
 
 async def lock_session(db: AsyncSession, session_id: str) -> SessionRow | None:
@@ -130,24 +137,23 @@ async def notes_for(db: AsyncSession, session_id: str) -> NoteRow | None:
     return await db.get(NoteRow, session_id)
 
 
-async def counts(db: AsyncSession, session_id: str) -> dict[str, int]:
+async def counts(db: AsyncSession, session_id: str) -> SessionCounts:
     """Message counts by state and the number of chunks."""
     rows = await db.execute(
         select(MessageRow.state, func.count(), func.coalesce(func.sum(MessageRow.tokens), 0))
         .where(MessageRow.session_id == session_id)
         .group_by(MessageRow.state)
     )
-    result = {"window_messages": 0, "window_tokens": 0, "offloaded_messages": 0}
+    window_messages = window_tokens = offloaded_messages = 0
     for state, count, tokens in rows.all():
         if state == MessageState.WINDOW:
-            result["window_messages"], result["window_tokens"] = count, int(tokens)
+            window_messages, window_tokens = count, int(tokens)
         else:
-            result["offloaded_messages"] = count
+            offloaded_messages = count
     chunks = await db.scalar(
         select(func.count()).select_from(ChunkRow).where(ChunkRow.session_id == session_id)
     )
-    result["chunks"] = int(chunks or 0)
-    return result
+    return SessionCounts(window_messages, window_tokens, offloaded_messages, int(chunks or 0))
 
 
 async def window_seqs(db: AsyncSession, session_id: str) -> set[int]:

@@ -1,4 +1,4 @@
-"""Bearer keys, tenants and scopes (DESIGN §11)."""
+"""Bearer keys, tenants and scopes (docs/DESIGN.md §11)."""
 
 from __future__ import annotations
 

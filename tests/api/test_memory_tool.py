@@ -1,5 +1,6 @@
-"""The `memory` tool over HTTP (DESIGN §6, seed §5): every type, scopes, remember limits and
-duplicates, the two-step forget that really deletes, and bad calls refused with nothing written."""
+"""The `memory` tool over HTTP: every type, scopes, remember limits and duplicates, the
+two-step forget that really deletes, strict-mode nulls ignored, and bad calls refused with
+nothing written."""
 
 from __future__ import annotations
 
@@ -243,6 +244,46 @@ async def test_forgetting_an_oversize_message_replaces_its_stub_in_the_window(
         "role": "user",
         "content": f"[content removed by a forget request; it was stored as {chunk_id}]",
     }
+
+
+STRICT_FIELDS = (
+    "query",
+    "top_k",
+    "text",
+    "tags",
+    "until_tokens",
+    "chunk_id",
+    "turn_start",
+    "turn_end",
+    "confirm",
+)
+
+
+def strict(**given: Any) -> dict[str, Any]:
+    """A call as strict function-calling sends it: every field, null where unused."""
+    return {"type": None, **dict.fromkeys(STRICT_FIELDS), **given}
+
+
+async def test_strict_mode_nulls_are_ignored_for_every_type(
+    client: httpx.AsyncClient, full: dict[str, str]
+) -> None:
+    await converse(client, "strict", full)
+    for call in (
+        strict(type="help"),
+        strict(type="status"),
+        strict(type="recall", query="Zorblax-4471"),
+        strict(type="remember", text="Only ship from the Suzhou warehouse."),
+        strict(type="offload"),
+    ):
+        response = await memory(client, "strict", full, **call)
+        assert response.status_code == 200, (call["type"], response.text)
+        assert response.json()["type"] == call["type"]
+    found = await memory(client, "strict", full, **strict(type="recall", query="Zorblax-4471"))
+    chunk_id = found.json()["result"]["results"][0]["chunk_id"]
+    pending = await memory(client, "strict", full, **strict(type="forget", chunk_id=chunk_id))
+    assert pending.status_code == 200 and pending.json()["result"]["status"] == "pending"
+    untyped = await memory(client, "strict", full, **strict())
+    assert untyped.status_code == 422 and untyped.json()["error"]["code"] == "unknown_type"
 
 
 BAD_CALLS: list[tuple[str, dict[str, Any], int, str]] = [

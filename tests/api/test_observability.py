@@ -1,7 +1,7 @@
-"""Observability (DESIGN §9): after a scripted conversation that offloads and recalls, every
-metric has new samples, labels carry no ids, the dashboard queries only metrics that exist,
-every turn has its event with the seed's fields, and each request logs one line without
-the conversation's text."""
+"""Observability (docs/DESIGN.md §9): after a scripted conversation that offloads and recalls,
+every metric has new samples, labels carry no ids, the dashboard queries only metrics that
+exist, every turn has its event with the fields the failure analysis needs, and each request
+logs one line without the conversation's text."""
 
 from __future__ import annotations
 

@@ -53,7 +53,7 @@ async def test_parallel_turns_of_one_session_on_two_replicas_all_land_in_order(
         for i in range(PARALLEL)
     ]
     responses = await asyncio.gather(*posts)
-    assert sorted(r["turn"] for r in responses) == list(range(2, PARALLEL + 2))
+    assert sorted(r.turn for r in responses) == list(range(2, PARALLEL + 2))
     async with shared_database.transaction() as db:
         seqs = (
             (
@@ -90,4 +90,4 @@ async def test_a_busy_session_does_not_hold_up_another(shared_database: Database
         done = await asyncio.wait_for(
             run_turn(ctx, turn_input(free, [user("hi")], model="gpt-4o")), timeout=30
         )
-    assert done["turn"] == 1
+    assert done.turn == 1

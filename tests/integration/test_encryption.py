@@ -1,4 +1,4 @@
-"""Encryption at rest (DESIGN §11): no table holds the conversation's words in the clear,
+"""Encryption at rest (docs/DESIGN.md §11): no table holds the conversation's words in the clear,
 every read path opens them, and key rotation re-seals every row."""
 
 from __future__ import annotations
@@ -78,10 +78,10 @@ async def test_no_table_holds_the_text_in_the_clear_and_every_read_opens_it(
     assert sealed_chunks and sealed_chunks > 0
 
     found = await recall_query(ctx, "local", "sealed", SECRET, None)
-    assert SECRET_LINE in found["results"][0]["text"]  # the lexical index matched a blind term
+    assert SECRET_LINE in found.results[0].text  # the lexical index matched a blind term
     status = await session_status(ctx, "local", "sealed")
-    assert status["counts"]["chunks"] == sealed_chunks
-    assert status["last_offload"] is not None
+    assert status.counts.chunks == sealed_chunks
+    assert status.last_offload is not None
 
 
 async def test_rotation_moves_every_row_to_the_new_key(
@@ -94,7 +94,7 @@ async def test_rotation_moves_every_row_to_the_new_key(
 
     use_sealer(Sealer([KEY_B]))  # the old key is gone: everything must open with the new one
     found = await recall_query(ctx, "local", "rotated", SECRET, None)
-    assert SECRET_LINE in found["results"][0]["text"]
+    assert SECRET_LINE in found.results[0].text
     assert await tables_holding(connection, SECRET) == []
 
     use_sealer(Sealer([KEY_A]))
@@ -115,7 +115,7 @@ async def test_switching_encryption_on_seals_rows_written_in_the_clear(
         await reseal_all(ctx)
         assert await tables_holding(connection, SECRET) == []
         found = await recall_query(ctx, "local", "plain", SECRET, None)
-        assert SECRET_LINE in found["results"][0]["text"]
+        assert SECRET_LINE in found.results[0].text
     finally:
         use_sealer(None)
 

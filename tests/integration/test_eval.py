@@ -1,5 +1,5 @@
 """`ebbtide eval --quick` in-process, on the real local embedder and Postgres: it asserts
-behaviour (not time), as the seed's protocol asks."""
+behaviour (not time), as docs/DESIGN.md §10 asks."""
 
 from __future__ import annotations
 

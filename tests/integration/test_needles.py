@@ -1,4 +1,4 @@
-"""Needle backfill on the real local embedder and the real Postgres (DESIGN §10, issue 3).
+"""Needle backfill on the real local embedder and the real Postgres (docs/DESIGN.md §10).
 
 Twenty facts (ten Chinese, ten English) are planted in a conversation three times the
 window, then asked back in natural language, some through references. Fact-level Recall@5:
@@ -55,6 +55,6 @@ async def test_needles_planted_before_offload_come_back_at_recall_5(database: Da
                 context_window=WINDOW,
             ),
         )
-        assert block_items(response["messages"]) == {}, question
-        injected = [m["content"] for m in response["messages"] if m["role"] == "system"]
+        assert block_items(response.messages) == {}, question
+        injected = [m["content"] for m in response.messages if m["role"] == "system"]
         assert any(NO_MATCH_LINE in text for text in injected) == has_reference(question)

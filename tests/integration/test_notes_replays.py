@@ -1,14 +1,13 @@
-"""Replays of seeds/003 (constraint, reference, pending action), in Chinese and English, each
+"""Replays of a constraint, a reference and a pending action, in Chinese and English, each
 across three forced offloads, through the real turn pipeline and Postgres."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.core.results import TurnResult
 from app.core.types import Message
 from app.providers.fakes import BrokenChatModel, EchoChatModel, WeakeningChatModel
 from app.services.context import ServiceContext
@@ -48,11 +47,11 @@ SCRIPTS = {
 }
 
 
-async def post(ctx: ServiceContext, session: str, *messages: Message) -> dict[str, Any]:
+async def post(ctx: ServiceContext, session: str, *messages: Message) -> TurnResult:
     return await run_turn(ctx, turn_input(session, list(messages), **WINDOW))
 
 
-async def through_offloads(ctx: ServiceContext, session: str, count: int = 3) -> dict[str, Any]:
+async def through_offloads(ctx: ServiceContext, session: str, count: int = 3) -> TurnResult:
     """Small talk until `count` offloads have happened; the last response."""
     seen = 0
     for t in range(200):
@@ -62,22 +61,22 @@ async def through_offloads(ctx: ServiceContext, session: str, count: int = 3) ->
             assistant(f"reply {t} " + words(60, "r")),
             user(f"chat {t} " + words(90, "c")),
         )
-        seen += response["offload"]["triggered"]
+        seen += response.offload.triggered
         if seen >= count:
             return response
     raise AssertionError("the offloads never happened")
 
 
-def notes_of(response: dict[str, Any]) -> str:
-    return str(response["notes"]["text"] or "")
+def notes_of(response: TurnResult) -> str:
+    return str(response.notes.text or "")
 
 
-def facts_of(response: dict[str, Any]) -> list[str]:
-    return [f["text"] for f in response["notes"]["facts"]]
+def facts_of(response: TurnResult) -> list[str]:
+    return [f.text for f in response.notes.facts]
 
 
-def window_text(response: dict[str, Any]) -> str:
-    return "\n".join(str(m.get("content")) for m in response["messages"] if m["role"] != "system")
+def window_text(response: TurnResult) -> str:
+    return "\n".join(str(m.get("content")) for m in response.messages if m["role"] != "system")
 
 
 @pytest.mark.parametrize("lang", ["zh", "en"])
@@ -87,7 +86,7 @@ async def test_constraints_survive_offloads_and_a_change_supersedes_only_its_own
     script = SCRIPTS[lang]
     await post(ctx, f"c-{lang}", user(script["constraints"]))
     response = await through_offloads(ctx, f"c-{lang}")
-    assert response["notes"]["missing_constraints"] == []
+    assert response.notes.missing_constraints == ()
     for constraint in script["kept"]:
         assert constraint in notes_of(response) and constraint in facts_of(response)
         assert constraint not in window_text(response)  # only the notes carry it now
@@ -110,8 +109,8 @@ async def test_a_decision_about_the_second_proposal_names_it_after_offloads(
     await post(ctx, f"r-{lang}", user("?"), assistant(script["options"]), user("ok"))
     await through_offloads(ctx, f"r-{lang}")
     picked = await post(ctx, f"r-{lang}", user(script["pick"]))
-    decision = next(f for f in picked["notes"]["facts"] if f["kind"] == "decision")
-    assert script["picked_content"] in decision["text"]
+    decision = next(f for f in picked.notes.facts if f.kind == "decision")
+    assert script["picked_content"] in decision.text
     response = await through_offloads(ctx, f"r-{lang}")
     assert script["picked_content"] in notes_of(response)
     assert script["options"].splitlines()[0] not in window_text(response)
@@ -139,7 +138,7 @@ async def test_chat_model_notes_are_used_when_they_keep_every_constraint(
     await post(ctx, "llm-ok", user(SCRIPTS["en"]["constraints"]))
     response = await through_offloads(ctx, "llm-ok", count=1)
     assert model.calls >= 1
-    assert response["notes"]["source"] == "llm" and response["notes"]["rejected_constraints"] == []
+    assert response.notes.source == "llm" and response.notes.rejected_constraints == ()
 
 
 async def test_chat_model_notes_that_weaken_a_constraint_are_rejected(
@@ -148,10 +147,10 @@ async def test_chat_model_notes_that_weaken_a_constraint_are_rejected(
     ctx.chat_model = WeakeningChatModel()
     await post(ctx, "llm-weak", user(SCRIPTS["zh"]["constraints"]))
     response = await through_offloads(ctx, "llm-weak", count=1)
-    notes = response["notes"]
-    assert notes["source"] == "extractive"
-    assert set(notes["rejected_constraints"]) == set(SCRIPTS["zh"]["kept"])
-    assert "只查华东仓" in notes["text"] and "优先" not in notes["text"]
+    notes = response.notes
+    assert notes.source == "extractive"
+    assert set(notes.rejected_constraints) == set(SCRIPTS["zh"]["kept"])
+    assert "只查华东仓" in notes.text and "优先" not in notes.text
     recorded = await connection.scalar(
         text(
             "SELECT payload->'notes'->'rejected_constraints' FROM events "
@@ -169,12 +168,12 @@ async def test_a_failing_notes_update_keeps_the_previous_notes_and_rebuilds_next
     before = await through_offloads(ctx, "broken", count=1)
     ctx.chat_model = BrokenChatModel()
     failed = await through_offloads(ctx, "broken", count=1)
-    assert failed["notes"]["error"] and failed["notes"]["needs_rebuild"] is True
-    assert failed["notes"]["text"] == before["notes"]["text"]
+    assert failed.notes.error and failed.notes.needs_rebuild is True
+    assert failed.notes.text == before.notes.text
     ctx.chat_model = None
     rebuilt = await post(ctx, "broken", user("next"))
-    assert rebuilt["offload"]["triggered"] is False
-    assert rebuilt["notes"]["updated"] is True and rebuilt["notes"]["needs_rebuild"] is False
+    assert rebuilt.offload.triggered is False
+    assert rebuilt.notes.updated is True and rebuilt.notes.needs_rebuild is False
     assert SCRIPTS["en"]["kept"][0] in notes_of(rebuilt)
 
 
@@ -185,7 +184,7 @@ async def test_constraints_the_cap_leaves_out_are_reported_and_stay_in_the_facts
     rules = [f"Only use supplier number {i} for region {i}." for i in range(8)]
     await post(ctx, "capped", user(" ".join(rules)))
     response = await through_offloads(ctx, "capped", count=1)
-    notes = response["notes"]
-    assert ctx.counter.count(notes["text"]) <= 60
-    assert notes["missing_constraints"]
-    assert set(notes["missing_constraints"]) <= set(facts_of(response))
+    notes = response.notes
+    assert ctx.counter.count(notes.text) <= 60
+    assert notes.missing_constraints
+    assert set(notes.missing_constraints) <= set(facts_of(response))

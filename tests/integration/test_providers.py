@@ -115,8 +115,8 @@ async def test_a_session_offloads_with_vectors_from_the_http_embedder(
         response = await run_turn(
             ctx, turn_input("http-e5", [user(f"t{t} " + words(150))], context_window=3000)
         )
-        offloaded = offloaded or response["offload"]["triggered"]
-    assert offloaded and response["offload"]["fallback"] is None
+        offloaded = offloaded or response.offload.triggered
+    assert offloaded and response.offload.fallback is None
     await embedder.aclose()
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-from sqlalchemy import text
+from sqlalchemy import text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.core.rerank import NO_MATCH_LINE
+from app.core.results import TurnResult
 from app.providers.embedders import HashEmbedder
 from app.providers.fakes import (
     CountingEmbedder,
@@ -20,6 +21,7 @@ from app.providers.fakes import (
 from app.services.context import ServiceContext
 from app.services.reembed import reembed
 from app.services.turns import run_turn
+from app.store.models import IdempotencyRow
 from tests.builders import assistant, tool, user, words
 from tests.conftest import make_settings
 from tests.integration.test_turn_invariants import turn_input
@@ -40,16 +42,16 @@ async def archive_facts(ctx: ServiceContext, session: str) -> None:
         await run_turn(ctx, turn_input(session, [user(f"filler {t} " + words(120))], **WINDOW))
 
 
-def recalled_block(response: dict[str, Any]) -> str:
+def recalled_block(response: TurnResult) -> str:
     blocks = [
         m["content"]
-        for m in response["messages"]
+        for m in response.messages
         if m["role"] == "system" and "Earlier context recalled" in m["content"]
     ]
     return blocks[0] if blocks else ""
 
 
-async def ask(ctx: ServiceContext, session: str, question: str, **fields: Any) -> dict[str, Any]:
+async def ask(ctx: ServiceContext, session: str, question: str, **fields: Any) -> TurnResult:
     return await run_turn(ctx, turn_input(session, [user(question)], **fields))
 
 
@@ -58,14 +60,14 @@ async def test_an_offloaded_detail_comes_back_before_the_question(ctx: ServiceCo
     response = await ask(ctx, "r1", "What was the budget we agreed on for cloud servers?")
     block = recalled_block(response)
     assert FACTS[0] in block
-    recall = response["recall"]
-    assert recall["query_raw"].startswith("What was the budget")
-    assert recall["query_rewritten"] == "What was the budget for cloud servers?"
-    assert recall["final_k"] == len(recall["hits"]) >= 1 and recall["injected_tokens"] > 0
-    first = recall["hits"][0]
-    assert block.count(f"| {first['chunk_id']}]") == 1
-    assert response["messages"][-1]["content"].startswith("What was the budget")
-    assert response["messages"][-2]["content"] == block
+    recall = response.recall
+    assert recall.query_raw.startswith("What was the budget")
+    assert recall.query_rewritten == "What was the budget for cloud servers?"
+    assert recall.final_k == len(recall.hits) >= 1 and recall.injected_tokens > 0
+    first = recall.hits[0]
+    assert block.count(f"| {first.chunk_id}]") == 1
+    assert response.messages[-1]["content"].startswith("What was the budget")
+    assert response.messages[-2]["content"] == block
 
 
 async def test_a_chinese_reference_question_finds_the_chinese_fact(ctx: ServiceContext) -> None:
@@ -77,15 +79,15 @@ async def test_a_chinese_reference_question_finds_the_chinese_fact(ctx: ServiceC
 async def test_a_reference_with_no_match_injects_the_explicit_line(ctx: ServiceContext) -> None:
     await archive_facts(ctx, "r3")
     response = await ask(ctx, "r3", "What was the colour we agreed on for the logo?")
-    assert response["recall"]["no_match"] is True
+    assert response.recall.no_match is True
     assert NO_MATCH_LINE in recalled_block(response)
 
 
 async def test_auto_mode_does_not_inject_unrelated_chunks(ctx: ServiceContext) -> None:
     await archive_facts(ctx, "r4")
     response = await ask(ctx, "r4", "thanks, sounds good")
-    assert response["recall"]["hits"] == [] and recalled_block(response) == ""
-    assert response["recall"]["skipped_reason"] is None
+    assert response.recall.hits == () and recalled_block(response) == ""
+    assert response.recall.skipped_reason is None
 
 
 async def test_off_mode_and_turns_without_user_input_skip_recall(
@@ -94,11 +96,11 @@ async def test_off_mode_and_turns_without_user_input_skip_recall(
     await archive_facts(ctx, "r5")
     calls = embedder.query_calls
     off = await ask(ctx, "r5", "the budget we agreed on?", recall="off")
-    assert off["recall"]["skipped_reason"] == "off"
+    assert off.recall.skipped_reason == "off"
     call = await run_turn(ctx, turn_input("r5", [assistant(None, [("c1", "lookup")])]))
-    assert call["recall"]["skipped_reason"] == "no_user_input"
+    assert call.recall.skipped_reason == "no_user_input"
     result = await run_turn(ctx, turn_input("r5", [tool("c1", "done")]))
-    assert result["recall"]["skipped_reason"] == "no_user_input"
+    assert result.recall.skipped_reason == "no_user_input"
     assert embedder.query_calls == calls
 
 
@@ -112,9 +114,9 @@ async def test_embedder_down_during_recall_falls_back_to_lexical(ctx: ServiceCon
     await archive_facts(ctx, "r7")
     ctx.embedder = DownEmbedder()
     response = await ask(ctx, "r7", "What was the budget we agreed on for cloud servers?")
-    assert response["recall"]["fallback"] == "embedder_unavailable"
+    assert response.recall.fallback == "embedder_unavailable"
     assert FACTS[0] in recalled_block(response)
-    assert all(hit["vector_score"] is None for hit in response["recall"]["hits"])
+    assert all(hit.vector_score is None for hit in response.recall.hits)
 
 
 async def test_a_stalled_embedder_is_timed_out_and_flagged(ctx: ServiceContext) -> None:
@@ -122,7 +124,7 @@ async def test_a_stalled_embedder_is_timed_out_and_flagged(ctx: ServiceContext) 
     ctx.settings = make_settings(recall={"embed_timeout_s": 0.05})
     ctx.embedder = SlowEmbedder(delay_s=5)
     response = await ask(ctx, "r8", "What was the budget we agreed on for cloud servers?")
-    assert response["recall"]["fallback"] == "embedder_unavailable"
+    assert response.recall.fallback == "embedder_unavailable"
     assert FACTS[0] in recalled_block(response)
 
 
@@ -133,7 +135,7 @@ async def test_a_failing_reranker_keeps_the_fusion_order_and_is_flagged(
     question = "What was the budget we agreed on for cloud servers?"
     ctx.reranker = FailingReranker()
     failed = await ask(ctx, "r9", question, recall="force")
-    assert failed["recall"]["fallback"] == "reranker_failed"
+    assert failed.recall.fallback == "reranker_failed"
     assert FACTS[0] in recalled_block(failed)
 
 
@@ -143,9 +145,9 @@ async def test_a_reranker_decides_the_order(ctx: ServiceContext) -> None:
     ctx.reranker = reranker
     response = await ask(ctx, "r10", "What was the budget we agreed on for cloud servers?")
     assert reranker.calls == 1
-    assert response["recall"]["fallback"] is None
-    best = max(response["recall"]["hits"], key=lambda hit: hit["score"])
-    assert best["score"] == 1.0
+    assert response.recall.fallback is None
+    best = max(response.recall.hits, key=lambda hit: hit.score)
+    assert best.score == 1.0
 
 
 async def test_a_chunk_offloaded_by_this_turn_is_recallable_in_the_same_turn(
@@ -156,11 +158,11 @@ async def test_a_chunk_offloaded_by_this_turn_is_recallable_in_the_same_turn(
     for t in range(30):
         messages = [user(f"filler {t} {words(100)}"), user("Remind me of the warehouse rule.")]
         response = await run_turn(ctx, turn_input(session, messages, **WINDOW))
-        if response["offload"]["triggered"]:
+        if response.offload.triggered:
             break
-    assert response["offload"]["triggered"]
+    assert response.offload.triggered
     assert FACTS[1] in recalled_block(response)
-    assert response["recall"]["hits"][0]["chunk_id"] in response["offload"]["chunk_ids"]
+    assert response.recall.hits[0].chunk_id in response.offload.chunk_ids
 
 
 async def test_emergency_tightens_k(ctx: ServiceContext) -> None:
@@ -169,9 +171,9 @@ async def test_emergency_tightens_k(ctx: ServiceContext) -> None:
     burst = [user(f"part {i}: " + words(170)) for i in range(5)]
     burst.append(user("Suzhou Guangzhou budget warehouse cloud"))
     response = await run_turn(ctx, turn_input("r12", burst, recall="force"))
-    assert response["usage"]["level"] == "emergency"
-    assert response["recall"]["final_k"] <= 1
-    assert response["usage"]["prompt_tokens"] <= 0.95 * response["usage"]["budget"]
+    assert response.usage.level == "emergency"
+    assert response.recall.final_k <= 1
+    assert response.usage.prompt_tokens <= 0.95 * response.usage.budget
 
 
 async def test_reembed_picks_up_chunks_stored_while_the_embedder_was_down(
@@ -197,8 +199,8 @@ async def test_reembed_picks_up_chunks_stored_while_the_embedder_was_down(
     )
     assert left == 0
     response = await ask(ctx, "r13", "What was the budget we agreed on for cloud servers?")
-    assert response["recall"]["fallback"] is None
-    assert any(hit["vector_score"] is not None for hit in response["recall"]["hits"])
+    assert response.recall.fallback is None
+    assert any(hit.vector_score is not None for hit in response.recall.hits)
 
 
 async def test_vectors_of_another_model_are_never_compared(
@@ -209,8 +211,8 @@ async def test_vectors_of_another_model_are_never_compared(
         text("UPDATE chunks SET embedding_model = 'some-other-model' WHERE session_id = 'r14'")
     )
     response = await ask(ctx, "r14", "What was the budget we agreed on for cloud servers?")
-    hits = response["recall"]["hits"]
-    assert hits and all(hit["vector_score"] is None for hit in hits)  # lexical only
+    hits = response.recall.hits
+    assert hits and all(hit.vector_score is None for hit in hits)  # lexical only
     assert (await reembed(ctx, "r14")).embedded > 0
 
 
@@ -238,5 +240,27 @@ async def test_hits_without_room_are_not_reported_as_no_match(ctx: ServiceContex
     await archive_facts(ctx, "r16")
     ctx.settings = make_settings(recall={"budget_tokens": 0})
     response = await ask(ctx, "r16", "What was the budget we agreed on for cloud servers?")
-    assert response["recall"]["skipped_reason"] == "no_room_in_budget"
-    assert response["recall"]["no_match"] is False and recalled_block(response) == ""
+    assert response.recall.skipped_reason == "no_room_in_budget"
+    assert response.recall.no_match is False and recalled_block(response) == ""
+
+
+async def test_a_retried_turn_with_recall_hits_gets_the_first_body_back(
+    ctx: ServiceContext, client: httpx.AsyncClient, connection: AsyncConnection
+) -> None:
+    await archive_facts(ctx, "replay")
+    body = {
+        "messages": [user("What was the budget we agreed on for cloud servers?").to_openai()],
+        **WINDOW,
+    }
+    headers = {"Idempotency-Key": "q1"}
+    first = await client.post("/sessions/replay/turn", json=body, headers=headers)
+    again = await client.post("/sessions/replay/turn", json=body, headers=headers)
+    assert first.json()["recall"]["hits"] and again.json() == first.json()
+    # A row written before answers were kept as typed results holds the response body itself.
+    await connection.execute(
+        update(IdempotencyRow)
+        .where(IdempotencyRow.session_id == "replay", IdempotencyRow.key == "q1")
+        .values(response=first.json())
+    )
+    older = await client.post("/sessions/replay/turn", json=body, headers=headers)
+    assert older.json() == first.json()

@@ -1,4 +1,4 @@
-"""Retention (DESIGN §11): sessions idle past the period are deleted with all they hold, by
+"""Retention (docs/DESIGN.md §11): sessions idle past the period are deleted with all they hold, by
 `ebbtide purge` and by the server's own timer."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Faults during a turn: nothing half-written, nothing lost (DESIGN §3, §5)."""
+"""Faults during a turn: nothing half-written, nothing lost (docs/DESIGN.md §3, §5)."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ async def test_a_fault_at_any_step_of_the_offload_leaves_the_session_as_before(
     retried = await run_turn(
         ctx, turn_input("fault", [crossing], context_window=WINDOW, idempotency_key="k1")
     )
-    assert retried["offload"]["triggered"], "the retry completes the offload"
+    assert retried.offload.triggered, "the retry completes the offload"
 
 
 async def test_a_turn_planned_on_a_stale_version_is_not_written(
@@ -114,12 +114,12 @@ async def test_a_stalled_embedder_during_offload_is_timed_out_and_nothing_is_los
     )
     ctx.embedder = SlowEmbedder(delay_s=5)
     response = await run_turn(ctx, turn_input("stall", [crossing]))
-    assert response["offload"]["triggered"]
-    assert response["offload"]["fallback"] == "embedder_unavailable"
+    assert response.offload.triggered
+    assert response.offload.fallback == "embedder_unavailable"
     pending = await connection.scalar(
         text("SELECT count(*) FROM chunks WHERE session_id = 'stall' AND needs_embedding")
     )
-    assert pending == len(response["offload"]["chunk_ids"])
+    assert pending == len(response.offload.chunk_ids)
 
 
 async def test_embedder_down_still_offloads_raw_text_marked_for_re_embedding(
@@ -128,8 +128,8 @@ async def test_embedder_down_still_offloads_raw_text_marked_for_re_embedding(
     crossing = await fill_to_the_brink(ctx, "down")
     ctx.embedder = DownEmbedder()
     response = await run_turn(ctx, turn_input("down", [crossing]))
-    assert response["offload"]["triggered"]
-    assert response["offload"]["fallback"] == "embedder_unavailable"
+    assert response.offload.triggered
+    assert response.offload.fallback == "embedder_unavailable"
     rows = (
         await connection.execute(
             text(

@@ -1,4 +1,4 @@
-"""The turn pipeline against the real embedded Postgres: DESIGN §1 invariants."""
+"""The turn pipeline against the real embedded Postgres: docs/DESIGN.md §1 invariants."""
 
 from __future__ import annotations
 
@@ -90,9 +90,9 @@ async def test_every_posted_message_stays_recoverable_verbatim(
     for index, messages in enumerate(scripted_turns(seed=7, turns=70)):
         response = await run_turn(ctx, turn_input("inv", messages, context_window=6000))
         posted.extend(messages)
-        offloads += response["offload"]["triggered"]
-        usage = response["usage"]
-        assert usage["prompt_tokens"] <= 0.95 * usage["budget"], f"turn {index}: {usage}"
+        offloads += response.offload.triggered
+        usage = response.usage
+        assert usage.prompt_tokens <= 0.95 * usage.budget, f"turn {index}: {usage}"
         if index % 10 == 9:
             await assert_every_message_recoverable(connection, "inv", posted)
     await assert_every_message_recoverable(connection, "inv", posted)
@@ -104,6 +104,6 @@ async def test_turns_below_the_watermark_do_no_embedding_work(
 ) -> None:
     for t in range(5):
         response = await run_turn(ctx, turn_input("calm", [user(f"short {t}")], model="gpt-4o"))
-        assert response["usage"]["level"] == "normal"
-        assert response["recall"]["skipped_reason"] == "archive_empty"
+        assert response.usage.level == "normal"
+        assert response.recall.skipped_reason == "archive_empty"
     assert embedder.passage_calls == 0 and embedder.query_calls == 0

@@ -16,7 +16,7 @@ from app.providers.fakes import WhitespaceCounter
 from app.providers.tokenizer import TiktokenCounter
 from tests.builders import assistant, tool, user
 
-# Every model of the seed's provider table (seeds/001, 2026-05), with its window.
+# Every model of the provider table the window lookup was built from (2026-05), with its window.
 SEED_MODELS = {
     "claude-opus-4-7": 1_000_000,
     "gpt-5-5": 1_000_000,

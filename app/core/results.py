@@ -1,0 +1,285 @@
+"""What each use case decides, as typed values: the route renders them, the event row and the
+metrics read them, and the memory tool writes them as text for the model.
+
+They hold values, not wire formats: times are datetimes and ranges are tuples; the HTTP
+schemas (app/api/schemas.py) decide how they look on the wire. Field names match the JSON
+the API answers, so a field found here is the field a client reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from app.core.budget import Level, Policy
+from app.core.facts import FactKind
+from app.core.types import JsonObject
+
+RecallMode = Literal["auto", "off", "force"]
+NotesSource = Literal["extractive", "llm"]
+TurnRange = tuple[int, int]
+
+
+# --- a turn ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TurnUsage:
+    prompt_tokens: int
+    estimated_prompt_tokens: int
+    calibration_ratio: float
+    context_window: int
+    reserve_tokens: int
+    budget: int
+    watermark: float  # prompt_tokens / budget after this turn's offload
+    trigger_ratio: float  # prompt_tokens / budget before any offload
+    level: Level
+
+
+@dataclass(frozen=True)
+class OffloadSummary:
+    triggered: bool
+    chunk_ids: tuple[str, ...]
+    tokens_freed: int
+    turn_range: TurnRange | None
+    messages_offloaded: int
+    floor_yielded: bool
+    oversize_chunk_ids: tuple[str, ...]
+    fallback: str | None
+
+
+@dataclass(frozen=True)
+class RecalledChunk:
+    """One chunk recall put in the prompt (or answered), with the scores that chose it."""
+
+    chunk_id: str
+    score: float
+    vector_score: float | None
+    lexical_score: float | None
+    turn_range: TurnRange
+    ts: datetime
+    tokens: int
+    truncated: bool
+
+
+@dataclass(frozen=True)
+class RecalledText(RecalledChunk):
+    text: str  # the raw chunk text, cut to the per-item cap
+
+
+@dataclass(frozen=True)
+class TurnRecallSummary:
+    mode: RecallMode
+    query_raw: str | None
+    query_rewritten: str | None
+    hits: tuple[RecalledChunk, ...]  # injected, in time order
+    injected_tokens: int
+    no_match: bool  # the explicit no-match line was injected
+    skipped_reason: str | None
+    fallback: str | None
+
+    @property
+    def final_k(self) -> int:
+        return len(self.hits)
+
+
+@dataclass(frozen=True)
+class ActiveFact:
+    id: int | None  # None for a fact first written by this very turn
+    kind: FactKind
+    text: str
+    source_turn: int
+    source_seq: int | None
+    role: str
+
+
+@dataclass(frozen=True)
+class NotesSummary:
+    text: str | None  # the scratchpad block in the prompt (C2)
+    tokens: int
+    updated: bool  # rendered again this turn (an offload or a rebuild)
+    source: NotesSource | None
+    rejected_constraints: tuple[str, ...]  # dropped or weakened by the chat model
+    missing_constraints: tuple[str, ...]  # left out by the token cap (still in the facts)
+    error: str | None
+    needs_rebuild: bool
+    facts: tuple[ActiveFact, ...]
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    session_id: str
+    turn: int
+    messages: list[JsonObject]  # the prompt to send, in the provider's message format
+    usage: TurnUsage
+    offload: OffloadSummary
+    recall: TurnRecallSummary
+    notes: NotesSummary
+    timings_ms: Mapping[str, float]
+
+
+# --- recall, status, chunks, events ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    query: str
+    query_rewritten: str
+    results: tuple[RecalledText, ...]  # in time order; empty means no match
+    message: str | None  # "no match …" when nothing was found
+    already_in_context: tuple[str, ...]  # matching chunks the latest turn already injected
+    fallback: str | None
+    timings_ms: Mapping[str, float]
+
+    @property
+    def no_match(self) -> bool:
+        return not self.results
+
+
+@dataclass(frozen=True)
+class WatermarkLevels:
+    offload_at: int
+    emergency_at: int
+    target: int
+
+
+@dataclass(frozen=True)
+class WatermarkView:
+    """Window, budget, prompt size and levels of a session, as its last turn left them."""
+
+    context_window: int
+    reserve_tokens: int
+    budget: int
+    prompt_tokens: int
+    watermark: float
+    level: Level
+    levels: WatermarkLevels
+    policy: Policy
+    calibration_ratio: float
+
+
+@dataclass(frozen=True)
+class SessionCounts:
+    window_messages: int = 0
+    window_tokens: int = 0
+    offloaded_messages: int = 0
+    chunks: int = 0
+
+
+@dataclass(frozen=True)
+class NotesState:
+    text: str | None
+    tokens: int
+    needs_rebuild: bool
+
+
+@dataclass(frozen=True)
+class LastOffload:
+    turn: int | None
+    triggered: bool
+    tokens_freed: int
+    chunks_offloaded: int
+    chunk_ids: tuple[str, ...]
+    turn_range: TurnRange | None
+    floor_yielded: bool
+    at: datetime
+
+
+@dataclass(frozen=True)
+class SessionStatus:
+    session_id: str
+    turns: int
+    model: str | None
+    window: WatermarkView | None  # None while no window is known for the session's model
+    counts: SessionCounts
+    notes: NotesState | None
+    facts: tuple[ActiveFact, ...]
+    last_offload: LastOffload | None
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    chunk_id: str
+    session_id: str
+    kind: str
+    turn_range: TurnRange
+    roles: tuple[str, ...]
+    first_ts: datetime
+    last_ts: datetime
+    tokens: int
+    summary_hint: str
+    embedding_model: str | None
+    needs_embedding: bool
+    content_hash: str
+    raw_text: str
+
+
+@dataclass(frozen=True)
+class SessionEvent:
+    id: int
+    turn: int | None
+    kind: str
+    created_at: datetime
+    payload: JsonObject  # the event row's JSON column, as written
+
+
+@dataclass(frozen=True)
+class EventPage:
+    events: tuple[SessionEvent, ...]
+    next_after: int | None  # pass as `after` for the next page; None: no more now
+
+
+# --- the memory tool's writes ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RememberResult:
+    chunk_id: str
+    duplicate: bool  # already stored: nothing was written
+    facts: tuple[FactKind, ...] = ()  # kinds of the facts stored with it
+
+
+@dataclass(frozen=True)
+class OffloadScheduled:
+    scheduled: bool
+    until_tokens: int | None
+    prompt_tokens: int
+    applies: str = "at the session's next turn"
+
+
+@dataclass(frozen=True)
+class ForgetPreview:
+    chunk_id: str
+    kind: str
+    turn_range: TurnRange
+    tokens: int
+    summary_hint: str
+
+
+@dataclass(frozen=True)
+class ForgetPending:
+    pending_id: str
+    expires_at: datetime
+    preview: tuple[ForgetPreview, ...]
+    status: Literal["pending"] = "pending"
+    note: str = "Nothing is deleted yet. A person holding the memory:forget scope confirms."
+
+    @property
+    def confirm_with(self) -> dict[str, str]:
+        """The call that carries the request out."""
+        return {"type": "forget", "confirm": self.pending_id}
+
+
+@dataclass(frozen=True)
+class ForgetDone:
+    chunks_deleted: int
+    request_id: str
+    chunk_ids: tuple[str, ...]
+    turn_ranges: tuple[TurnRange, ...]
+    tokens: int
+    facts_deleted: int
+    requested_by: str
+    confirmed_by: str
+    status: Literal["deleted"] = "deleted"
