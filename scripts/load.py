@@ -20,6 +20,8 @@ from collections import Counter
 
 import httpx
 
+from app.core.stats import percentiles
+
 WORDS = (
     "order invoice warehouse shipment pallet carrier customs quota budget forecast "
     "supplier contract deadline priority region audit refund batch"
@@ -82,11 +84,6 @@ async def one_session(
     run.posted += len(posted)
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 async def main(url: str, sessions: int, turns: int, window: int, api_key: str | None) -> int:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     run = Run()
@@ -100,13 +97,14 @@ async def main(url: str, sessions: int, turns: int, window: int, api_key: str | 
         )
         elapsed = time.perf_counter() - started
     errors = sum(n for status, n in run.statuses.items() if status >= 500)
+    latency = percentiles(run.latencies)
     print("| figure | value |\n| --- | --- |")
     for name, value in [
         ("sessions × turns", f"{sessions} × {turns} (window {window})"),
         ("turns/s", f"{sessions * turns / elapsed:.1f}"),
         (
             "latency p50 / p95 / p99 (ms)",
-            " / ".join(f"{percentile(run.latencies, q):.0f}" for q in (0.5, 0.95, 0.99)),
+            " / ".join(f"{latency[q]:.0f}" for q in ("p50", "p95", "p99")),
         ),
         ("responses by status", ", ".join(f"{s}: {n}" for s, n in sorted(run.statuses.items()))),
         ("5xx", errors),

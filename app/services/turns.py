@@ -22,16 +22,15 @@ from app import metrics
 from app.core.assemble import PromptParts, assemble
 from app.core.errors import IdempotencyKeyReused, SessionBusy
 from app.core.notes import NotesBody
-from app.core.plan import Snapshot, TurnInput, TurnPlan, plan_turn
-from app.core.results import OffloadSummary, TurnResult, TurnUsage
-from app.core.tokens import calibrated
-from app.core.types import JsonObject
+from app.core.plan import Snapshot, TurnInput, plan_turn
+from app.core.results import TurnResult
 from app.services.context import ServiceContext
 from app.services.notes import NotesUpdate, update_notes
-from app.services.offload import OffloadBatch, build_batch
+from app.services.offload import build_batch
 from app.services.policies import plan_policy
 from app.services.sessions import locked_session, owned
-from app.services.turn_recall import TurnRecall, recall_for_turn
+from app.services.turn_recall import recall_for_turn
+from app.services.turn_result import Outcome, event_payload, turn_result
 from app.store import chunks as chunk_store
 from app.store import events as event_store
 from app.store import facts as fact_store
@@ -119,26 +118,6 @@ async def run_turn(ctx: ServiceContext, inp: TurnInput) -> TurnResult:
     raise SessionBusy("other turns of this session kept committing first; retry the turn")
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """Everything a turn decided, ready to answer and to write."""
-
-    plan: TurnPlan
-    batch: OffloadBatch
-    notes: NotesUpdate
-    notes_delta: int  # the new notes' tokens minus the old ones' (0 when unchanged)
-    recall: TurnRecall
-
-    @property
-    def estimate_sent(self) -> int:
-        """Estimated tokens of the prompt as sent: new notes and recalled block included."""
-        return self.plan.estimate_after + self.notes_delta + round(self.recall.tokens)
-
-    @property
-    def prompt_tokens(self) -> int:
-        return calibrated(self.estimate_sent, self.plan.calibration_ratio)
-
-
 async def _attempt(ctx: ServiceContext, inp: TurnInput) -> TurnResult:
     timings: dict[str, float] = {}
     started = time.perf_counter()
@@ -172,7 +151,7 @@ async def _attempt(ctx: ServiceContext, inp: TurnInput) -> TurnResult:
         )
     )
     timings["assemble"] = _ms_since(mark)
-    draft = _result(inp, snap, outcome, prompt, timings)
+    draft = turn_result(inp, snap, outcome, prompt, timings)
     clock = Stopwatch(started=started, write_started=time.perf_counter())
     return await commit_turn(ctx, inp, snap, outcome, draft, clock)
 
@@ -197,104 +176,6 @@ class Stopwatch:
 
 def _ms_since(mark: float) -> float:
     return round((time.perf_counter() - mark) * 1000, 3)
-
-
-def _offload_summary(outcome: Outcome) -> OffloadSummary:
-    plan, drafts = outcome.plan, [f.draft for f in outcome.batch.offload]
-    return OffloadSummary(
-        triggered=plan.offloaded,
-        chunk_ids=tuple(d.id for d in drafts),
-        tokens_freed=plan.prompt_tokens_before - plan.prompt_tokens_after,
-        turn_range=(min(d.turn_start for d in drafts), max(d.turn_end for d in drafts))
-        if drafts
-        else None,
-        messages_offloaded=len(outcome.batch.chunk_of()),
-        floor_yielded=plan.floor_yielded,
-        oversize_chunk_ids=tuple(f.draft.id for f in outcome.batch.oversize),
-        fallback=outcome.batch.fallback,
-    )
-
-
-def _usage(outcome: Outcome) -> TurnUsage:
-    plan = outcome.plan
-    budget = plan.config.budget
-    return TurnUsage(
-        prompt_tokens=outcome.prompt_tokens,
-        estimated_prompt_tokens=outcome.estimate_sent,
-        calibration_ratio=round(plan.calibration_ratio, 4),
-        context_window=budget.context_window,
-        reserve_tokens=budget.reserve,
-        budget=budget.available,
-        watermark=round(outcome.prompt_tokens / budget.available, 4),
-        trigger_ratio=round(plan.prompt_tokens_before / budget.available, 4),
-        level=plan.level,
-    )
-
-
-def _result(
-    inp: TurnInput,
-    snap: Snapshot,
-    outcome: Outcome,
-    prompt: list[JsonObject],
-    timings: dict[str, float],
-) -> TurnResult:
-    return TurnResult(
-        session_id=inp.session_id,
-        turn=outcome.plan.turn,
-        messages=prompt,
-        usage=_usage(outcome),
-        offload=_offload_summary(outcome),
-        recall=outcome.recall.summary(),
-        notes=outcome.notes.summary(snap.notes_text, snap.notes_tokens),
-        timings_ms=timings,
-    )
-
-
-def _event_payload(outcome: Outcome, result: TurnResult) -> JsonObject:
-    """The turn's event row (a JSON column): what it decided and measured, ids and numbers
-    only, besides the queries (scrubbed by a forget)."""
-    offload, recall, notes = result.offload, result.recall, result.notes
-    return {
-        "level": result.usage.level.value,
-        "trigger_ratio": result.usage.trigger_ratio,
-        "watermark": result.usage.watermark,
-        "prompt_tokens": result.usage.prompt_tokens,
-        "messages_added": len(outcome.plan.new_messages),
-        "offload": {
-            "triggered": offload.triggered,
-            "tokens_freed": offload.tokens_freed,
-            "chunks_offloaded": len(offload.chunk_ids),
-            "chunk_ids": list(offload.chunk_ids),
-            "turn_range": list(offload.turn_range) if offload.turn_range else None,
-            "floor_yielded": offload.floor_yielded,
-        },
-        "oversize_chunk_ids": list(offload.oversize_chunk_ids),
-        "recall": {
-            "query_raw": recall.query_raw,
-            "query_rewritten": recall.query_rewritten,
-            "recall_ids": [hit.chunk_id for hit in recall.hits],
-            "rerank_scores": [hit.score for hit in recall.hits],
-            "final_k": recall.final_k,
-            "injected_tokens": recall.injected_tokens,
-            "no_match": recall.no_match,
-            "skipped_reason": recall.skipped_reason,
-        },
-        "notes": {
-            "updated": notes.updated,
-            "source": notes.source,
-            "rejected_constraints": list(notes.rejected_constraints),
-            "missing_constraints": list(notes.missing_constraints),
-            "error": notes.error,
-            "needs_rebuild": notes.needs_rebuild,
-        },
-        "facts": {
-            "added": len(outcome.notes.changes.new),
-            "superseded": [old for old, _ in outcome.notes.changes.superseded],
-            "resolved": outcome.notes.changes.resolved,
-        },
-        "fallback_flag": offload.fallback or recall.fallback,
-        "timings_ms": dict(result.timings_ms),
-    }
 
 
 async def commit_turn(
@@ -329,7 +210,7 @@ async def commit_turn(
         _update_session_row(row, outcome)
         result = clock.finish(draft)
         await event_store.record_event(
-            db, inp.session_id, plan.turn, "turn", _event_payload(outcome, result)
+            db, inp.session_id, plan.turn, "turn", event_payload(outcome, result)
         )
         if inp.idempotency_key:
             await event_store.save_idempotent(

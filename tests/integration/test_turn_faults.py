@@ -16,8 +16,8 @@ from app.services.notes import NotesUpdate
 from app.services.offload import OffloadBatch
 from app.services.policies import plan_policy
 from app.services.turn_recall import TurnRecall
+from app.services.turn_result import Outcome
 from app.services.turns import (
-    Outcome,
     Stopwatch,
     VersionConflict,
     commit_turn,

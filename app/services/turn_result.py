@@ -1,0 +1,133 @@
+"""What a turn answers and what it records, both read from its `Outcome`: the `TurnResult`
+the route, the metrics and replays use, and the event row (a JSON column) that lets a wrong
+answer be traced afterwards to not stored, not found, not in the top k, or in the prompt."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.core.plan import Snapshot, TurnInput, TurnPlan
+from app.core.results import OffloadSummary, TurnResult, TurnUsage
+from app.core.tokens import calibrated
+from app.core.types import JsonObject
+from app.services.notes import NotesUpdate
+from app.services.offload import OffloadBatch
+from app.services.turn_recall import TurnRecall
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Everything a turn decided, ready to answer and to write."""
+
+    plan: TurnPlan
+    batch: OffloadBatch
+    notes: NotesUpdate
+    notes_delta: int  # the new notes' tokens minus the old ones' (0 when unchanged)
+    recall: TurnRecall
+
+    @property
+    def estimate_sent(self) -> int:
+        """Estimated tokens of the prompt as sent: new notes and recalled block included."""
+        return self.plan.estimate_after + self.notes_delta + round(self.recall.tokens)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return calibrated(self.estimate_sent, self.plan.calibration_ratio)
+
+
+def _offload_summary(outcome: Outcome) -> OffloadSummary:
+    plan, drafts = outcome.plan, [f.draft for f in outcome.batch.offload]
+    return OffloadSummary(
+        triggered=plan.offloaded,
+        chunk_ids=tuple(d.id for d in drafts),
+        tokens_freed=plan.prompt_tokens_before - plan.prompt_tokens_after,
+        turn_range=(min(d.turn_start for d in drafts), max(d.turn_end for d in drafts))
+        if drafts
+        else None,
+        messages_offloaded=len(outcome.batch.chunk_of()),
+        floor_yielded=plan.floor_yielded,
+        oversize_chunk_ids=tuple(f.draft.id for f in outcome.batch.oversize),
+        fallback=outcome.batch.fallback,
+    )
+
+
+def _usage(outcome: Outcome) -> TurnUsage:
+    plan = outcome.plan
+    budget = plan.config.budget
+    return TurnUsage(
+        prompt_tokens=outcome.prompt_tokens,
+        estimated_prompt_tokens=outcome.estimate_sent,
+        calibration_ratio=round(plan.calibration_ratio, 4),
+        context_window=budget.context_window,
+        reserve_tokens=budget.reserve,
+        budget=budget.available,
+        watermark=round(outcome.prompt_tokens / budget.available, 4),
+        trigger_ratio=round(plan.prompt_tokens_before / budget.available, 4),
+        level=plan.level,
+    )
+
+
+def turn_result(
+    inp: TurnInput,
+    snap: Snapshot,
+    outcome: Outcome,
+    prompt: list[JsonObject],
+    timings: dict[str, float],
+) -> TurnResult:
+    return TurnResult(
+        session_id=inp.session_id,
+        turn=outcome.plan.turn,
+        messages=prompt,
+        usage=_usage(outcome),
+        offload=_offload_summary(outcome),
+        recall=outcome.recall.summary(),
+        notes=outcome.notes.summary(snap.notes_text, snap.notes_tokens),
+        timings_ms=timings,
+    )
+
+
+def event_payload(outcome: Outcome, result: TurnResult) -> JsonObject:
+    """The turn's event row (a JSON column): what it decided and measured, ids and numbers
+    only, besides the queries (scrubbed by a forget)."""
+    offload, recall, notes = result.offload, result.recall, result.notes
+    return {
+        "level": result.usage.level.value,
+        "trigger_ratio": result.usage.trigger_ratio,
+        "watermark": result.usage.watermark,
+        "prompt_tokens": result.usage.prompt_tokens,
+        "messages_added": len(outcome.plan.new_messages),
+        "offload": {
+            "triggered": offload.triggered,
+            "tokens_freed": offload.tokens_freed,
+            "chunks_offloaded": len(offload.chunk_ids),
+            "chunk_ids": list(offload.chunk_ids),
+            "turn_range": list(offload.turn_range) if offload.turn_range else None,
+            "floor_yielded": offload.floor_yielded,
+        },
+        "oversize_chunk_ids": list(offload.oversize_chunk_ids),
+        "recall": {
+            "query_raw": recall.query_raw,
+            "query_rewritten": recall.query_rewritten,
+            "recall_ids": [hit.chunk_id for hit in recall.hits],
+            "rerank_scores": [hit.score for hit in recall.hits],
+            "final_k": recall.final_k,
+            "injected_tokens": recall.injected_tokens,
+            "no_match": recall.no_match,
+            "skipped_reason": recall.skipped_reason,
+        },
+        "notes": {
+            "updated": notes.updated,
+            "source": notes.source,
+            "rejected_constraints": list(notes.rejected_constraints),
+            "missing_constraints": list(notes.missing_constraints),
+            "error": notes.error,
+            "needs_rebuild": notes.needs_rebuild,
+        },
+        "facts": {
+            "added": len(outcome.notes.changes.new),
+            "superseded": [old for old, _ in outcome.notes.changes.superseded],
+            "resolved": outcome.notes.changes.resolved,
+        },
+        "fallback_flag": offload.fallback or recall.fallback,
+        "timings_ms": dict(result.timings_ms),
+    }
