@@ -13,10 +13,9 @@ RUN apt-get update && apt-get install -y --no-install-recommends libgomp1 curl \
     && useradd --create-home --uid 10001 ebbtide
 COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir /wheels/* && rm -rf /wheels
-WORKDIR /app
-COPY --chown=ebbtide:ebbtide alembic.ini ./
-COPY --chown=ebbtide:ebbtide alembic ./alembic
-COPY --chown=ebbtide:ebbtide app ./app
+# The wheel carries the code and its migrations: nothing of the source tree is copied here,
+# which is the path tests/integration/test_installed_wheel.py takes in a fresh virtualenv.
+WORKDIR /home/ebbtide
 USER ebbtide
 ENV HOST=0.0.0.0 PORT=8000 EBBTIDE_DATA_DIR=/home/ebbtide/data EBBTIDE_LOG__FORMAT=json
 EXPOSE 8000

@@ -23,14 +23,14 @@ test: lint
 	$(BIN)/coverage report --include='app/core/*' --fail-under=100
 
 lint: $(STAMP)
-	$(BIN)/ruff check app tests alembic scripts
-	$(BIN)/ruff format --check app tests alembic scripts
+	$(BIN)/ruff check app tests scripts
+	$(BIN)/ruff format --check app tests scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
 format: $(STAMP)
-	$(BIN)/ruff format app tests alembic scripts
-	$(BIN)/ruff check --fix app tests alembic scripts
+	$(BIN)/ruff format app tests scripts
+	$(BIN)/ruff check --fix app tests scripts
 
 openapi: $(STAMP)
 	$(BIN)/ebbtide openapi --out openapi/openapi.json

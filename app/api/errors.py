@@ -29,6 +29,7 @@ STATUS_BY_ERROR: dict[type[errors.DomainError], int] = {
     errors.OverLimit: 422,
     errors.MessageTooLarge: 413,
     errors.RememberTooLong: 413,
+    errors.RememberEmpty: 422,
     errors.RateLimited: 429,
     errors.InvalidForget: 422,
     errors.ForgetRequestNotFound: 404,
@@ -38,6 +39,7 @@ STATUS_BY_ERROR: dict[type[errors.DomainError], int] = {
     errors.ChunkNotFound: 404,
     errors.IdempotencyKeyReused: 409,
     errors.SessionBusy: 409,
+    errors.UnstorableValue: 422,
     errors.DatabaseUnavailable: 503,
     # The server cannot read what it stored: its configuration, not the request, is wrong.
     errors.EncryptionKeyMissing: 500,
@@ -114,7 +116,10 @@ async def _validation_error(_: Request, error: Exception) -> JSONResponse:
 
 async def _http_error(_: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, StarletteHTTPException)
-    code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
+    # FastAPI answers 400 only when it cannot parse the body (invalid UTF-8, too deep JSON).
+    code = {400: "malformed_json", 404: "not_found", 405: "method_not_allowed"}.get(
+        error.status_code, "http_error"
+    )
     return error_response(error.status_code, code, str(error.detail))
 
 

@@ -12,6 +12,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from app.api.deps import principal, service_context, tenant_with
 from app.api.errors import ERROR_RESPONSES, error_response
 from app.api.schemas import (
+    CHUNK_ID_PATTERN,
+    EVENT_KIND_PATTERN,
     SESSION_ID_PATTERN,
     ChunkView,
     EventsPage,
@@ -142,7 +144,7 @@ async def get_events(
     tenant: Reader,
     after: Annotated[int, Query(ge=0, le=2**62, description="Events with ids above this.")] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    kind: Annotated[str | None, Query(max_length=32)] = None,
+    kind: Annotated[str | None, Query(max_length=32, pattern=EVENT_KIND_PATTERN)] = None,
 ) -> EventsPage:
     """The session's event log, oldest first: one `turn` event per turn with what it decided
     and measured, so a wrong answer can be traced to not stored, not found, found but not in
@@ -159,7 +161,7 @@ async def get_events(
 )
 async def get_chunk(
     session_id: SessionId,
-    chunk_id: Annotated[str, Path(max_length=40)],
+    chunk_id: Annotated[str, Path(max_length=40, pattern=CHUNK_ID_PATTERN)],
     ctx: Context,
     tenant: Reader,
 ) -> ChunkView:

@@ -12,6 +12,7 @@ from typing import Annotated, Literal, assert_never
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from app.core import results
+from app.core.inputs import INT32_MAX, InputModel
 from app.core.memory_tool import (
     MemoryAnswer,
     MemoryCall,
@@ -37,10 +38,19 @@ __all__ = [
     "MemoryStatus",
 ]
 
-SESSION_ID_PATTERN = r"^[A-Za-z0-9._:\-]{1,128}$"
+# 1-128 of A-Z a-z 0-9 . _ : -, but not `.` or `..` (path steps, not ids). Written without
+# look-ahead, which the validators' regex engine lacks: a first character that is not a dot,
+# or a dot then a non-dot, or two dots then anything.
+_ID_CHAR = r"[A-Za-z0-9._:\-]"
+_NOT_DOT = r"[A-Za-z0-9_:\-]"
+SESSION_ID_PATTERN = (
+    rf"^(?:{_NOT_DOT}{_ID_CHAR}{{0,127}}|\.{_NOT_DOT}{_ID_CHAR}{{0,126}}|\.\.{_ID_CHAR}{{1,126}})$"
+)
+CHUNK_ID_PATTERN = r"^[A-Za-z0-9_\-]{1,40}$"
+EVENT_KIND_PATTERN = r"^[a-z_]{1,32}$"
 
 
-class PolicyOverride(BaseModel):
+class PolicyOverride(InputModel):
     """Per-session overrides of the watermark policy; remembered by the session."""
 
     model_config = ConfigDict(extra="forbid")
@@ -53,7 +63,7 @@ class PolicyOverride(BaseModel):
     cooldown_turns: int | None = Field(None, ge=0, le=10_000)
 
 
-class TurnRequest(BaseModel):
+class TurnRequest(InputModel):
     """New messages since the last call: the previous assistant reply, tool results, the new
     user input. `system`, `tools`, `model`, `context_window`, `reserve_tokens` and `policy`
     are remembered by the session once sent (send them again only to change them)."""
@@ -69,7 +79,10 @@ class TurnRequest(BaseModel):
     policy: PolicyOverride | None = None
     recall: Literal["auto", "off", "force"] = "auto"
     observed_prompt_tokens: int | None = Field(
-        None, ge=0, description="The provider's prompt_tokens for the last assembled prompt."
+        None,
+        ge=0,
+        le=INT32_MAX,
+        description="The provider's prompt_tokens for the last assembled prompt.",
     )
 
 
@@ -137,15 +150,21 @@ class RecallReport(_View):
     fallback: str | None
 
 
-class RecallRequest(BaseModel):
+class RecallRequest(InputModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(min_length=1, max_length=4000)
     top_k: int | None = Field(
-        None, ge=1, description="Items at most (default: the recall setting; capped by a limit)."
+        None,
+        ge=1,
+        le=INT32_MAX,
+        description="Items at most (default: the recall setting; capped by a limit).",
     )
     budget_tokens: int | None = Field(
-        None, ge=1, description="Tokens of raw text at most (default: B; capped by a limit)."
+        None,
+        ge=1,
+        le=INT32_MAX,
+        description="Tokens of raw text at most (default: B; capped by a limit).",
     )
 
 

@@ -30,6 +30,12 @@ class OrphanToolResult(InvalidTurn):
     code = "orphan_tool_result"
 
 
+class DuplicateToolCall(InvalidTurn):
+    """Two tool calls share an id, so a result could not say which one it answers."""
+
+    code = "duplicate_tool_call_id"
+
+
 class UnknownModel(DomainError):
     """No window is known for the model and the request gave no `context_window`."""
 
@@ -52,6 +58,12 @@ class OverLimit(DomainError):
 
 class RememberTooLong(DomainError):
     code = "remember_too_long"
+
+
+class RememberEmpty(DomainError):
+    """Nothing but white space to remember."""
+
+    code = "remember_empty"
 
 
 class RateLimited(DomainError):
@@ -102,6 +114,12 @@ class Forbidden(DomainError):
     """The key is valid but lacks the scope the operation needs."""
 
     code = "forbidden"
+
+
+class UnstorableValue(DomainError):
+    """The database refused a value of the request (a second guard behind the validators)."""
+
+    code = "unstorable_value"
 
 
 class DatabaseUnavailable(DomainError):

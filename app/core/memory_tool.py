@@ -16,8 +16,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
+from app.core.inputs import INT32_MAX, InputModel
 from app.core.rerank import header
 from app.core.results import (
     ForgetDone,
@@ -204,7 +205,7 @@ def anthropic_tool(types: Sequence[MemoryType]) -> dict[str, Any]:
 Tags = list[Annotated[str, Field(min_length=1, max_length=64)]]
 
 
-class _MemoryCall(BaseModel):
+class _MemoryCall(InputModel):
     model_config = ConfigDict(extra="forbid")
 
     @model_validator(mode="before")
@@ -223,7 +224,9 @@ class MemoryHelp(_MemoryCall):
 class MemoryRecall(_MemoryCall):
     type: Literal["recall"]
     query: str = Field(min_length=1, max_length=4000)
-    top_k: int | None = Field(None, ge=1, description="Items at most (capped by a limit).")
+    top_k: int | None = Field(
+        None, ge=1, le=INT32_MAX, description="Items at most (capped by a limit)."
+    )
 
 
 class RememberArguments(_MemoryCall):
@@ -249,8 +252,8 @@ class MemoryOffload(_MemoryCall):
 class MemoryForget(_MemoryCall):
     type: Literal["forget"]
     chunk_id: str | None = Field(None, min_length=1, max_length=40)
-    turn_start: int | None = Field(None, ge=1)
-    turn_end: int | None = Field(None, ge=1)
+    turn_start: int | None = Field(None, ge=1, le=INT32_MAX)
+    turn_end: int | None = Field(None, ge=1, le=INT32_MAX)
     confirm: str | None = Field(
         None, min_length=1, max_length=40, description="A pending id to carry out."
     )

@@ -24,6 +24,7 @@ from app.core.chunker import (
     oversize_limit,
 )
 from app.core.errors import (
+    DuplicateToolCall,
     InvalidPolicyOverride,
     InvalidWindow,
     OrphanToolResult,
@@ -229,14 +230,24 @@ def resolve_config(
 
 
 def check_tool_results(window: Sequence[WindowMessage], messages: Sequence[Message]) -> None:
-    """Every tool result must answer an assistant call that is still waiting for it."""
+    """Every tool result must answer an assistant call that is still waiting for it, and a
+    call id names one call: no two calls of the turn, or a call still open, share it."""
     open_calls: set[str] = set()
     for item in window:
         open_calls.update(call.id for call in item.message.tool_calls or [])
         if item.message.role == "tool":
             open_calls.discard(item.message.tool_call_id or "")
+    called: set[str] = set()
     for index, message in enumerate(messages):
-        open_calls.update(call.id for call in message.tool_calls or [])
+        for call in message.tool_calls or []:
+            if call.id in called or call.id in open_calls:
+                raise DuplicateToolCall(
+                    f"messages[{index}] reuses tool call id {call.id!r}",
+                    field=f"messages[{index}].tool_calls",
+                    tool_call_id=call.id,
+                )
+            called.add(call.id)
+            open_calls.add(call.id)
         if message.role != "tool":
             continue
         if message.tool_call_id not in open_calls:

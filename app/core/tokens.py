@@ -141,10 +141,10 @@ def calibrated(estimate: int, ratio: float) -> int:
 def update_calibration(
     ratio: float, observed: int, estimated: int, *, alpha: float, lower: float, upper: float
 ) -> float:
-    """Moves the ratio toward observed/estimated by an exponential moving average, clamped so
-    one odd report (a different tokenizer, a cached prompt) cannot derail the budget."""
+    """Moves the ratio toward observed/estimated by an exponential moving average. The sample
+    is clamped before it is averaged, so one absurd report (10^30 tokens) moves the ratio by
+    at most `alpha` of the range instead of pinning it at a bound."""
     if observed <= 0 or estimated <= 0:
         return ratio
-    sample = observed / estimated
-    updated = (1 - alpha) * ratio + alpha * sample
-    return min(upper, max(lower, updated))
+    sample = min(upper, max(lower, observed / estimated))
+    return min(upper, max(lower, (1 - alpha) * ratio + alpha * sample))

@@ -11,21 +11,23 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+
+from app.core.inputs import InputModel
 
 # A JSON object whose shape belongs to a format, not to this service: a row's JSON column, a
 # chat message in a provider's format, a tool's JSON schema. Domain values are typed instead.
 JsonObject = dict[str, Any]
 
 
-class FunctionCall(BaseModel):
+class FunctionCall(InputModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=256)
     arguments: str = ""
 
 
-class ToolCall(BaseModel):
+class ToolCall(InputModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str = Field(min_length=1, max_length=256)
@@ -33,7 +35,7 @@ class ToolCall(BaseModel):
     function: FunctionCall
 
 
-class Message(BaseModel):
+class Message(InputModel):
     """One chat message in OpenAI format. Fields this service does not use (`refusal`,
     `annotations`, `audio`, … that provider SDKs add to assistant replies) are dropped, so a
     client can post the model's reply back as it received it."""

@@ -20,6 +20,7 @@ from app.core.errors import (
     ForgetRequestNotFound,
     InvalidForget,
     RateLimited,
+    RememberEmpty,
     RememberTooLong,
 )
 from app.core.facts import Fact, FactKind, SourceMessage, extract
@@ -109,6 +110,8 @@ async def remember(
     """Stores one point as a `remember` chunk (and a fact when it is a constraint or a
     preference). A duplicate, by hash or by vector, answers the existing chunk's id."""
     text = text.strip()
+    if not text:
+        raise RememberEmpty("remember needs some text besides white space", field="text")
     cap = ctx.settings.memory.remember_max_chars
     if len(text) > cap:
         raise RememberTooLong(

@@ -25,7 +25,7 @@ from app.services import memory
 from app.services.auth import Principal
 from app.services.context import ServiceContext
 from app.services.recall import recall_query
-from app.services.sessions import session_status
+from app.services.sessions import owned_session, session_status
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,7 @@ async def _run(
     tenant = caller.tenant_id
     match call:
         case MemoryHelp():
+            await _check_owner(ctx, tenant, session_id)
             return tool.help_body(tool.enabled_types(caller.scopes))
         case MemoryRecall(query=query, top_k=top_k):
             return await recall_query(ctx, tenant, session_id, query, top_k, skip_injected=True)
@@ -68,6 +69,11 @@ async def _run(
             return await memory.schedule_offload(ctx, tenant, session_id, until_tokens)
         case MemoryForget():
             return await _forget(ctx, caller, session_id, call)
+
+
+async def _check_owner(ctx: ServiceContext, tenant_id: str, session_id: str) -> None:
+    async with ctx.database.transaction() as db:
+        await owned_session(db, tenant_id, session_id)
 
 
 async def _forget(

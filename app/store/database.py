@@ -1,7 +1,10 @@
 """Engine, sessionmaker and the unit of work.
 
 One transaction per write: services call `database.transaction()`, repositories only flush.
-Connection failures surface as `DatabaseUnavailable` so the API answers 503, never 500.
+Connection failures surface as `DatabaseUnavailable` so the API answers 503, never 500; a
+value the database refuses (bad data that slipped past the request validators) as
+`UnstorableValue`, a 422. The engine hides statement parameters from its errors, so no
+logged exception carries conversation text.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
-from app.core.errors import DatabaseUnavailable
+from app.core.errors import DatabaseUnavailable, UnstorableValue
 
 
 def async_url(url: str) -> str:
@@ -52,7 +55,9 @@ class Database:
 
     @classmethod
     def connect(cls, url: str, *, pool_size: int = 10) -> Database:
-        engine = create_async_engine(async_url(url), pool_size=pool_size, pool_pre_ping=True)
+        engine = create_async_engine(
+            async_url(url), pool_size=pool_size, pool_pre_ping=True, hide_parameters=True
+        )
         return cls(engine, async_sessionmaker(engine, expire_on_commit=False))
 
     @classmethod
@@ -68,12 +73,16 @@ class Database:
         try:
             async with self._sessions() as session, session.begin():
                 yield session
+        except exc.DataError as error:
+            raise UnstorableValue("the database refused a value of the request") from error
         except exc.DBAPIError as error:
             if _is_connection_failure(error):
                 raise DatabaseUnavailable(
                     "the database is unavailable; retry with the same Idempotency-Key"
                 ) from error
             raise
+        except UnicodeEncodeError as error:  # text with no UTF-8 form reached the driver
+            raise UnstorableValue("the database refused a value of the request") from error
 
     async def ping(self) -> bool:
         try:

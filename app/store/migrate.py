@@ -1,18 +1,24 @@
-"""Runs Alembic from code (the CLI, the server's start-up and the tests share this)."""
+"""Runs Alembic from code (the CLI, the server's start-up and the tests share this).
+
+The migrations ship inside the package (`app/store/migrations`) and are found through
+`importlib.resources`, so an installed wheel migrates without the source tree or an
+`alembic.ini` (that file serves only the plain `alembic` command in a checkout).
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
+from importlib import resources
 
 from alembic import command
 from alembic.config import Config
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+MIGRATIONS = "app.store.migrations"
 
 
 def alembic_config(url: str) -> Config:
-    config = Config(str(PROJECT_ROOT / "alembic.ini"))
-    config.set_main_option("script_location", str(PROJECT_ROOT / "alembic"))
+    config = Config()
+    config.set_main_option("script_location", str(resources.files(MIGRATIONS)))
+    config.set_main_option("path_separator", "os")
     config.attributes["database_url"] = url
     return config
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.main import create_app
@@ -82,6 +83,30 @@ BAD_TURNS: list[tuple[str, Any, int, str]] = [
     ),
     ("too many messages", {"messages": [GOOD] * 65, "model": "gpt-4o"}, 422, "too_many_messages"),
     (
+        "two tool calls with one id",
+        {
+            "messages": [
+                GOOD,
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {"id": "c1", "function": {"name": "a", "arguments": "{}"}},
+                        {"id": "c1", "function": {"name": "b", "arguments": "{}"}},
+                    ],
+                },
+            ],
+            "model": "gpt-4o",
+        },
+        422,
+        "duplicate_tool_call_id",
+    ),
+    (
+        "NUL in the content",
+        {"messages": [{"role": "user", "content": "a\u0000b"}], "model": "gpt-4o"},
+        422,
+        "invalid_request",
+    ),
+    (
         "message too long",
         {"messages": [{"role": "user", "content": "x" * 1_000_001}], "model": "gpt-4o"},
         413,
@@ -136,16 +161,26 @@ async def test_unknown_model_error_names_the_field_to_send(client: httpx.AsyncCl
     assert response.json()["error"]["details"] == {"field": "context_window", "model": "x1"}
 
 
-async def test_malformed_json_is_a_400(client: httpx.AsyncClient) -> None:
+@pytest.mark.parametrize(
+    "body",
+    [b'{"messages": [', b'{"messages": "\xff\xfe"}', b"[" * 5000 + b"]" * 5000],
+    ids=["truncated", "invalid utf-8", "5000 deep"],
+)
+async def test_malformed_json_is_a_400(client: httpx.AsyncClient, body: bytes) -> None:
     response = await client.post(
-        "/sessions/f/turn", content=b'{"messages": [', headers={"Content-Type": "application/json"}
+        "/sessions/f/turn", content=body, headers={"Content-Type": "application/json"}
     )
     assert_error_body(response, 400, "malformed_json")
 
 
-async def test_invalid_session_id_is_a_422(client: httpx.AsyncClient) -> None:
-    response = await client.post("/sessions/has%20space/turn", json={"messages": [GOOD]})
+@pytest.mark.parametrize("session", ["has%20space", "%2E", "%2E%2E", "x" * 129])
+async def test_invalid_session_id_is_a_422(
+    client: httpx.AsyncClient, connection: AsyncConnection, session: str
+) -> None:
+    response = await client.post(f"/sessions/{session}/turn", json={"messages": [GOOD]})
     assert_error_body(response, 422, "invalid_request")
+    total = await connection.scalar(text("SELECT count(*) FROM sessions"))
+    assert total == 0
 
 
 async def test_unknown_route_is_a_404_with_the_error_body(client: httpx.AsyncClient) -> None:

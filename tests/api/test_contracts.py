@@ -57,6 +57,7 @@ def test_compose_app_uses_the_db_service_and_publishes_on_loopback() -> None:
     assert "@db:5432/" in app["environment"]["DATABASE_URL"]
     assert app["depends_on"]["db"]["condition"] == "service_healthy"
     assert app["ports"] == ["127.0.0.1:8000:8000"]
+    assert app["restart"] == "unless-stopped"
 
 
 def test_dockerfile_is_multi_stage_non_root_with_a_healthcheck() -> None:
@@ -66,6 +67,10 @@ def test_dockerfile_is_multi_stage_non_root_with_a_healthcheck() -> None:
     assert any(line.startswith("HEALTHCHECK") for line in lines)
     assert any("/healthz" in line for line in lines)
     assert lines[-1] == 'CMD ["ebbtide", "serve"]'
+    # The runtime stage installs the wheel and copies none of the source tree next to it.
+    runtime = lines[max(i for i, line in enumerate(lines) if line.startswith("FROM ")) :]
+    copied = [line.split()[-2] for line in runtime if line.startswith("COPY ")]
+    assert copied == ["/wheels"], copied
 
 
 def test_compose_scrapes_the_app_with_prometheus() -> None:

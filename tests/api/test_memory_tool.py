@@ -293,6 +293,13 @@ BAD_CALLS: list[tuple[str, dict[str, Any], int, str]] = [
     ("unknown field", {"type": "status", "verbose": True}, 422, "invalid_request"),
     ("top_k over the limit", {"type": "recall", "query": "x", "top_k": 21}, 422, "over_limit"),
     ("forget naming nothing", {"type": "forget"}, 422, "invalid_forget"),
+    ("remember only white space", {"type": "remember", "text": " \n\t "}, 422, "remember_empty"),
+    (
+        "forget a range past int32",
+        {"type": "forget", "turn_start": 2**31, "turn_end": 2**31},
+        422,
+        "invalid_request",
+    ),
     (
         "forget with both",
         {"type": "forget", "chunk_id": "c", "turn_start": 1},
@@ -350,6 +357,7 @@ async def test_another_tenant_gets_404(
     await converse(client, "mine", full)
     other = bearer(await create_key(ctx, "globex", ALL))
     for call in (
+        {"type": "help"},
         {"type": "status"},
         {"type": "recall", "query": "Zorblax"},
         {"type": "remember", "text": "x"},

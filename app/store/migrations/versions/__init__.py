@@ -1,0 +1,1 @@
+"""Alembic revisions, oldest first (date + slug file names)."""

@@ -1,0 +1,57 @@
+"""The package as users install it: the wheel built from this tree, installed with its
+declared dependencies only into a fresh virtualenv outside the tree, serves from an empty
+folder (its own embedded Postgres, migrations read from inside the package) until a turn
+answers 200. This is also the path the Docker image takes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from app.loopback import free_loopback_port, wait_until_ready
+from tests.conftest import PROJECT_ROOT
+
+INSTALL_TIMEOUT_S = 900
+
+
+def run(*command: str | Path, cwd: Path | None = None) -> None:
+    subprocess.run([str(part) for part in command], cwd=cwd, check=True, timeout=INSTALL_TIMEOUT_S)
+
+
+def test_the_built_wheel_installs_and_serves_a_turn_from_an_empty_folder(tmp_path: Path) -> None:
+    dist, venv, empty = tmp_path / "dist", tmp_path / "venv", tmp_path / "empty"
+    empty.mkdir()
+    run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", dist, PROJECT_ROOT)
+    run(sys.executable, "-m", "venv", venv)
+    (wheel,) = dist.glob("ebbtide-*.whl")
+    run(venv / "bin" / "pip", "install", "--quiet", wheel)
+
+    port = free_loopback_port()
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"DATABASE_URL", "EBBTIDE_DATABASE_URL", "PYTHONPATH", "VIRTUAL_ENV"}
+    }
+    env.update(HOST="127.0.0.1", PORT=str(port), EBBTIDE_DATA_DIR=str(tmp_path / "data"))
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [venv / "bin" / "ebbtide", "serve"], cwd=empty, env=env, stdout=out, stderr=out
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_ready(base, server, log)
+        assert httpx.get(f"{base}/healthz").json() == {"status": "ok"}
+        body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hello"}]}
+        turn = httpx.post(f"{base}/sessions/installed/turn", json=body, timeout=60)
+        assert turn.status_code == 200, turn.text
+        assert turn.json()["messages"][-1]["content"] == "hello"
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    assert list(empty.iterdir()) == []  # nothing written where it was started
+    assert "Traceback" not in log.read_text(), log.read_text()
