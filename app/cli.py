@@ -194,7 +194,7 @@ def mcp_stdio(settings: Settings) -> None:
     asyncio.run(go())
 
 
-def reembed(settings: Settings, session_id: str | None) -> None:
+def reembed(settings: Settings, key: str | None) -> None:
     import asyncio
 
     from app.main import build_context
@@ -205,7 +205,7 @@ def reembed(settings: Settings, session_id: str | None) -> None:
     async def go() -> None:
         ctx = build_context(settings, url)
         try:
-            report = await run_reembed(ctx, session_id)
+            report = await run_reembed(ctx, key)
         finally:
             await ctx.aclose()
         print(f"ebbtide: re-embedded {report.embedded} chunks with {ctx.embedder.model_name}")
@@ -258,6 +258,7 @@ def main(argv: list[str] | None = None) -> None:
         "reembed", help="embed chunks stored without a vector or with another model's"
     )
     again.add_argument("--session", default=None, help="only this session (default: all)")
+    again.add_argument("--tenant", default="local", help="the session's tenant (default: local)")
     key_commands = commands.add_parser("keys", help="create or revoke API keys")
     key_actions = key_commands.add_subparsers(dest="action", required=True)
     create = key_actions.add_parser("create", help="print a new key (shown once)")
@@ -303,7 +304,9 @@ def main(argv: list[str] | None = None) -> None:
     elif args.command == "migrate":
         print(f"ebbtide: migrated {_migrate(settings).split('@')[-1]}")
     elif args.command == "reembed":
-        reembed(settings, args.session)
+        from app.core.types import session_key
+
+        reembed(settings, session_key(args.tenant, args.session) if args.session else None)
     elif args.command == "keys":
         keys(settings, args)
     elif args.command == "eval":

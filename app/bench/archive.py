@@ -15,13 +15,14 @@ import psycopg
 from pgvector.psycopg import register_vector
 
 from app.core.stats import percentiles
+from app.core.types import session_key
 from app.services.recall import search_archive
 from app.store.database import Database
 from app.store.migrate import upgrade_head
 from app.store.models import DEFAULT_TENANT, EMBEDDING_DIMENSION
 from app.store.recall import lexical_candidates, vector_candidates
 
-SESSION = "bench-archive"
+SESSION = session_key(DEFAULT_TENANT, "bench-archive")
 MODEL = "bench-synthetic"
 VOCABULARY = 5000
 TERMS_PER_CHUNK = 40

@@ -15,7 +15,7 @@ from app.api.deps import service_context, tenant_with
 from app.api.routes import SessionId
 from app.api.schemas import TurnRequest
 from app.core.scopes import Scope
-from app.core.types import Message, WindowMessage
+from app.core.types import Message, WindowMessage, session_key
 from app.services.context import ServiceContext
 from app.services.sessions import locked_session
 from app.store import sessions as session_store
@@ -28,7 +28,7 @@ async def store_and_echo(
 ) -> list[dict[str, Any]]:
     now = ctx.clock()
     async with ctx.database.transaction() as db:
-        await session_store.create_session(db, session_id, tenant_id)
+        await session_store.create_session(db, session_key(tenant_id, session_id), tenant_id)
         row = await locked_session(db, tenant_id, session_id)
         rows = [
             WindowMessage(
@@ -36,7 +36,7 @@ async def store_and_echo(
             )
             for i, m in enumerate(messages)
         ]
-        await session_store.insert_messages(db, session_id, rows)
+        await session_store.insert_messages(db, row.id, rows)
         row.next_seq += len(rows)
         row.turn_count += 1
     return [m.to_openai() for m in messages]

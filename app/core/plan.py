@@ -42,7 +42,7 @@ from app.core.tokens import (
     update_calibration,
     window_for_model,
 )
-from app.core.types import ChunkDraft, Message, WindowMessage
+from app.core.types import ChunkDraft, Message, WindowMessage, session_key
 
 POLICY_FIELDS = (
     "offload_ratio",
@@ -101,6 +101,11 @@ class TurnInput:
     observed_prompt_tokens: int | None = None
     idempotency_key: str | None = None
     request_hash: str = ""
+
+    @property
+    def key(self) -> str:
+        """The session's stored key (tenant and id)."""
+        return session_key(self.tenant_id, self.session_id)
 
 
 @dataclass(frozen=True)

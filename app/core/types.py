@@ -64,6 +64,17 @@ class Message(InputModel):
         return self.model_dump(exclude_none=True)
 
 
+def session_key(tenant_id: str, session_id: str) -> str:
+    """The stored key of a session: ids are each tenant's own, so two tenants may use the same
+    id and never meet. Session ids cannot hold `/`, so the key parts never blur."""
+    return f"{tenant_id}/{session_id}"
+
+
+def client_session_id(key: str) -> str:
+    """The id the client chose, from a session key."""
+    return key.rpartition("/")[2]
+
+
 class MessageState(StrEnum):
     WINDOW = "window"
     OFFLOADED = "offloaded"

@@ -78,22 +78,22 @@ def remembered_facts(text: str, tags: Sequence[str], turn: int) -> list[Fact]:
 
 
 async def _nearest_duplicate(
-    ctx: ServiceContext, db: AsyncSession, session_id: str, vector: list[float] | None
+    ctx: ServiceContext, db: AsyncSession, key: str, vector: list[float] | None
 ) -> str | None:
     if vector is None:
         return None
     nearest = await recall_store.vector_candidates(
-        db, session_id, ctx.embedder.model_name, vector, 1, ctx.settings.recall.hnsw_ef_search
+        db, key, ctx.embedder.model_name, vector, 1, ctx.settings.recall.hnsw_ef_search
     )
     if nearest and nearest[0][1] >= ctx.settings.memory.duplicate_similarity:
         return nearest[0][0].id
     return None
 
 
-async def _check_rate(ctx: ServiceContext, db: AsyncSession, session_id: str) -> None:
+async def _check_rate(ctx: ServiceContext, db: AsyncSession, key: str) -> None:
     limit = ctx.settings.memory.remember_per_minute
     since = ctx.clock() - RATE_WINDOW
-    count, oldest = await chunk_store.written_since(db, session_id, ChunkKind.REMEMBER, since)
+    count, oldest = await chunk_store.written_since(db, key, ChunkKind.REMEMBER, since)
     if count < limit:
         return
     wait = max(1, int((oldest + RATE_WINDOW - ctx.clock()).total_seconds()) + 1)
@@ -126,21 +126,21 @@ async def remember(
     )
     async with ctx.database.transaction() as db:
         row = await locked_session(db, tenant_id, session_id)
-        existing = await chunk_store.chunk_with_hash(db, session_id, draft.content_hash)
-        existing = existing or await _nearest_duplicate(ctx, db, session_id, vector)
+        existing = await chunk_store.chunk_with_hash(db, row.id, draft.content_hash)
+        existing = existing or await _nearest_duplicate(ctx, db, row.id, vector)
         if existing is not None:
             return RememberResult(chunk_id=existing, duplicate=True)
-        await _check_rate(ctx, db, session_id)
+        await _check_rate(ctx, db, row.id)
         draft = replace(draft, turn_start=row.turn_count, turn_end=row.turn_count)
-        await chunk_store.insert_chunks(db, session_id, [(draft, vector)], ctx.embedder.model_name)
+        await chunk_store.insert_chunks(db, row.id, [(draft, vector)], ctx.embedder.model_name)
         facts = remembered_facts(text, tags, row.turn_count)
         if facts:
-            await fact_store.insert_facts(db, session_id, facts, row.turn_count)
-            await fact_store.mark_notes_stale(db, session_id)
+            await fact_store.insert_facts(db, row.id, facts, row.turn_count)
+            await fact_store.mark_notes_stale(db, row.id)
             session_store.bump_version(row)  # a turn in flight cannot clear the stale mark
         await event_store.record_event(
             db,
-            session_id,
+            row.id,
             row.turn_count,
             "remember",
             {"chunk_id": draft.id, "tags": list(tags), "tokens": draft.tokens, "facts": len(facts)},
@@ -200,12 +200,12 @@ async def request_forget(
     if by_range and (turn_start is None or turn_end is None or turn_end < turn_start):
         raise InvalidForget("a turn range needs turn_start <= turn_end")
     async with ctx.database.transaction() as db:
-        await owned_session(db, caller.tenant_id, session_id)
+        key = (await owned_session(db, caller.tenant_id, session_id)).id
         if chunk_id is not None:
-            chunks = await chunk_store.chunks_by_id(db, session_id, [chunk_id])
+            chunks = await chunk_store.chunks_by_id(db, key, [chunk_id])
         else:
             assert turn_start is not None and turn_end is not None
-            chunks = await chunk_store.chunks_in_turns(db, session_id, turn_start, turn_end)
+            chunks = await chunk_store.chunks_in_turns(db, key, turn_start, turn_end)
         if not chunks:
             raise ChunkNotFound(
                 "no stored chunk matches; messages still in the window are forgotten once "
@@ -216,10 +216,10 @@ async def request_forget(
         request_id = f"fg_{uuid.uuid4().hex[:20]}"
         expires = ctx.clock() + timedelta(seconds=ctx.settings.memory.forget_ttl_s)
         ids = [chunk.id for chunk in chunks]
-        await forget_store.add_request(db, session_id, request_id, ids, caller.key_prefix, expires)
+        await forget_store.add_request(db, key, request_id, ids, caller.key_prefix, expires)
         await event_store.record_event(
             db,
-            session_id,
+            key,
             None,
             "forget_requested",
             {"request_id": request_id, "chunk_ids": ids, "requested_by": caller.key_prefix},
@@ -239,16 +239,16 @@ async def confirm_forget(
     response; leaves one audit event that names ids only."""
     async with ctx.database.transaction() as db:
         row = await locked_session(db, caller.tenant_id, session_id)
-        request = await forget_store.take_request(db, session_id, request_id, ctx.clock())
+        request = await forget_store.take_request(db, row.id, request_id, ctx.clock())
         if request is None:
             raise ForgetRequestNotFound(
                 "no pending forget with this id (unknown, already done, or expired)",
                 pending_id=request_id,
             )
-        chunks = await chunk_store.chunks_by_id(db, session_id, request.chunk_ids)
+        chunks = await chunk_store.chunks_by_id(db, row.id, request.chunk_ids)
         forgotten = _forgotten(chunks)
-        facts_deleted = await _forget_derived(ctx, db, session_id, chunks, forgotten)
-        deleted = await chunk_store.delete_chunks(db, session_id, [c.id for c in chunks])
+        facts_deleted = await _forget_derived(ctx, db, row.id, chunks, forgotten)
+        deleted = await chunk_store.delete_chunks(db, row.id, [c.id for c in chunks])
         session_store.bump_version(row)  # a turn planned before this re-plans without the text
         done = ForgetDone(
             chunks_deleted=deleted,
@@ -260,7 +260,7 @@ async def confirm_forget(
             requested_by=request.requested_by,
             confirmed_by=caller.key_prefix,
         )
-        await event_store.record_event(db, session_id, row.turn_count, "forget", _audit(done))
+        await event_store.record_event(db, row.id, row.turn_count, "forget", _audit(done))
     metrics.FORGOTTEN_CHUNKS.inc(deleted)
     return done
 
@@ -291,45 +291,45 @@ def _forgotten(chunks: list[ChunkRow]) -> Forgotten:
 async def _forget_derived(
     ctx: ServiceContext,
     db: AsyncSession,
-    session_id: str,
+    key: str,
     chunks: list[ChunkRow],
     forgotten: Forgotten,
 ) -> int:
     ids = [c.id for c in chunks]
-    await forget_store.drop_offloaded_messages(db, session_id, ids)
-    for stub in await forget_store.stub_messages(db, session_id, ids):
+    await forget_store.drop_offloaded_messages(db, key, ids)
+    for stub in await forget_store.stub_messages(db, key, ids):
         stub.content = stub_replacement(stub.stub_chunk_id or "")
         stub.tokens = ctx.counter.count(stub.content)
     facts = [
         f.id
-        for f in await forget_store.session_facts(db, session_id)
+        for f in await forget_store.session_facts(db, key)
         if derived_fact(forgotten, f.text, f.source_seq)
     ]
-    await forget_store.delete_facts(db, session_id, facts)
-    for event in await forget_store.session_events(db, session_id):
+    await forget_store.delete_facts(db, key, facts)
+    for event in await forget_store.session_events(db, key):
         scrubbed = scrubbed_payload(event.payload, event.turn, forgotten)
         if scrubbed is not None:
             event.payload = scrubbed
-    await forget_store.drop_replays(db, session_id)
-    await _rewrite_notes(ctx, db, session_id, forgotten)
+    await forget_store.drop_replays(db, key)
+    await _rewrite_notes(ctx, db, key, forgotten)
     return len(facts)
 
 
 async def _rewrite_notes(
-    ctx: ServiceContext, db: AsyncSession, session_id: str, forgotten: Forgotten
+    ctx: ServiceContext, db: AsyncSession, key: str, forgotten: Forgotten
 ) -> None:
-    notes = await session_store.notes_for(db, session_id)
+    notes = await session_store.notes_for(db, key)
     if notes is None:
         return
     body = body_without(NotesBody.from_json(notes.body), forgotten)
-    facts = await fact_store.current_facts(db, session_id, ctx.settings.notes.recent_resolved)
+    facts = await fact_store.current_facts(db, key, ctx.settings.notes.recent_resolved)
     cap = ctx.settings.notes.cap_tokens
     rendered = render(
         body, facts, cap_tokens=cap, count=ctx.counter.count, limits=notes_limits(ctx.settings)
     )
     await fact_store.save_notes(
         db,
-        session_id,
+        key,
         body=body.to_json(),
         rendered=rendered,
         tokens=count_text_block(ctx.counter, notes_block(rendered)),

@@ -118,7 +118,7 @@ async def embed_query(ctx: ServiceContext, text: str) -> list[float] | None:
 
 async def search_archive(
     database: Database,
-    session_id: str,
+    session_key: str,
     *,
     model: str,
     qvec: list[float] | None,
@@ -135,12 +135,12 @@ async def search_archive(
             return []
         async with database.transaction() as db:
             return await recall_store.vector_candidates(
-                db, session_id, model, qvec, limit, ef_search
+                db, session_key, model, qvec, limit, ef_search
             )
 
     async def by_terms() -> list[ChunkRow]:
         async with database.transaction() as db:
-            return await recall_store.lexical_candidates(db, session_id, terms, limit)
+            return await recall_store.lexical_candidates(db, session_key, terms, limit)
 
     if database.single_connection:
         return await by_vector(), await by_terms()
@@ -148,12 +148,12 @@ async def search_archive(
 
 
 async def _candidates(
-    ctx: ServiceContext, session_id: str, query: RewrittenQuery, qvec: list[float] | None
+    ctx: ServiceContext, session_key: str, query: RewrittenQuery, qvec: list[float] | None
 ) -> list[Candidate]:
     settings = ctx.settings.recall
     vector_rows, lexical_rows = await search_archive(
         ctx.database,
-        session_id,
+        session_key,
         model=ctx.embedder.model_name,
         qvec=qvec,
         terms=query.terms,
@@ -184,7 +184,7 @@ async def _rerank(
 
 async def retrieve(
     ctx: ServiceContext,
-    session_id: str,
+    session_key: str,
     query: RewrittenQuery,
     *,
     top_k: int,
@@ -204,7 +204,7 @@ async def retrieve(
     qvec = await embed_query(ctx, query.text)
     timings["embed"] = _ms_since(mark)
     mark = time.perf_counter()
-    candidates = await _candidates(ctx, session_id, query, qvec)
+    candidates = await _candidates(ctx, session_key, query, qvec)
     candidates += [_from_fresh(f, qvec) for f in fresh]
     shares = rerank.lexical_scores(query.terms, [c.raw_text for c in candidates])
     candidates = [replace(c, lexical_score=v) for c, v in zip(candidates, shares, strict=True)]
@@ -279,9 +279,9 @@ async def recall_query(
     check_recall_limits(ctx.settings, top_k, budget_tokens)
     async with ctx.database.transaction() as db:
         row = await owned_session(db, tenant_id, session_id)
-        in_window = await session_store.window_seqs(db, session_id)
+        in_window = await session_store.window_seqs(db, row.id)
         injected = (
-            await event_store.injected_chunk_ids(db, session_id, row.turn_count)
+            await event_store.injected_chunk_ids(db, row.id, row.turn_count)
             if skip_injected
             else []
         )
@@ -289,7 +289,7 @@ async def recall_query(
     settings = ctx.settings.recall
     found = await retrieve(
         ctx,
-        session_id,
+        row.id,
         query,
         top_k=top_k or settings.top_k,
         budget_tokens=budget_tokens or settings.budget_tokens,

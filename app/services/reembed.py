@@ -20,14 +20,14 @@ class ReembedReport:
 
 
 async def reembed(
-    ctx: ServiceContext, session_id: str | None = None, batch: int = BATCH
+    ctx: ServiceContext, session_key: str | None = None, batch: int = BATCH
 ) -> ReembedReport:
     model = ctx.embedder.model_name
     limit = ctx.settings.embedder.max_chars
     embedded = 0
     while True:
         async with ctx.database.transaction() as db:
-            todo = await chunk_store.chunks_to_reembed(db, model, session_id, batch)
+            todo = await chunk_store.chunks_to_reembed(db, model, session_key, batch)
         if not todo:
             return ReembedReport(embedded, None)
         try:

@@ -19,6 +19,7 @@ from app.core.results import (
     WatermarkView,
 )
 from app.core.tokens import calibrated, window_for_model
+from app.core.types import client_session_id, session_key
 from app.services.context import ServiceContext
 from app.services.notes import active_facts_view
 from app.services.policies import plan_policy
@@ -39,12 +40,15 @@ def owned(row: SessionRow | None, tenant_id: str, session_id: str) -> SessionRow
 
 
 async def owned_session(db: AsyncSession, tenant_id: str, session_id: str) -> SessionRow:
-    return owned(await session_store.get_session(db, session_id), tenant_id, session_id)
+    """The tenant's session; its `id` is the key every other table files the session under."""
+    row = await session_store.get_session(db, session_key(tenant_id, session_id))
+    return owned(row, tenant_id, session_id)
 
 
 async def locked_session(db: AsyncSession, tenant_id: str, session_id: str) -> SessionRow:
     """The tenant's session under its row lock: writes outside a turn queue with the turns."""
-    return owned(await session_store.lock_session(db, session_id), tenant_id, session_id)
+    row = await session_store.lock_session(db, session_key(tenant_id, session_id))
+    return owned(row, tenant_id, session_id)
 
 
 def watermark_view(settings: Settings, row: SessionRow) -> WatermarkView | None:
@@ -93,16 +97,16 @@ def _last_offload(event: EventRow) -> LastOffload:
 async def session_status(ctx: ServiceContext, tenant_id: str, session_id: str) -> SessionStatus:
     async with ctx.database.transaction() as db:
         row = await owned_session(db, tenant_id, session_id)
-        counts = await session_store.counts(db, session_id)
-        notes = await session_store.notes_for(db, session_id)
+        counts = await session_store.counts(db, row.id)
+        notes = await session_store.notes_for(db, row.id)
         last_offload = (
-            await event_store.turn_event(db, session_id, row.last_offload_turn)
+            await event_store.turn_event(db, row.id, row.last_offload_turn)
             if row.last_offload_turn is not None
             else None
         )
-        facts = await fact_store.current_facts(db, session_id, ctx.settings.notes.recent_resolved)
+        facts = await fact_store.current_facts(db, row.id, ctx.settings.notes.recent_resolved)
     return SessionStatus(
-        session_id=row.id,
+        session_id=session_id,
         turns=row.turn_count,
         model=row.model,
         window=watermark_view(ctx.settings, row),
@@ -116,7 +120,7 @@ async def session_status(ctx: ServiceContext, tenant_id: str, session_id: str) -
 def stored_chunk(chunk: ChunkRow) -> StoredChunk:
     return StoredChunk(
         chunk_id=chunk.id,
-        session_id=chunk.session_id,
+        session_id=client_session_id(chunk.session_id),
         kind=chunk.kind,
         turn_range=(chunk.turn_start, chunk.turn_end),
         roles=tuple(chunk.roles),
@@ -135,8 +139,8 @@ async def read_chunk(
     ctx: ServiceContext, tenant_id: str, session_id: str, chunk_id: str
 ) -> StoredChunk:
     async with ctx.database.transaction() as db:
-        await owned_session(db, tenant_id, session_id)
-        chunk = await chunk_store.get_chunk(db, session_id, chunk_id)
+        row = await owned_session(db, tenant_id, session_id)
+        chunk = await chunk_store.get_chunk(db, row.id, chunk_id)
     if chunk is None:
         raise ChunkNotFound("no such chunk in this session", chunk_id=chunk_id)
     return stored_chunk(chunk)
@@ -153,11 +157,9 @@ async def list_events(
 ) -> EventPage:
     """A page of the session's event log; `next_after` continues it (None: no more now)."""
     async with ctx.database.transaction() as db:
-        await owned_session(db, tenant_id, session_id)
-        rows = await event_store.events_after(db, session_id, after, limit, kind)
+        row = await owned_session(db, tenant_id, session_id)
+        events = await event_store.events_after(db, row.id, after, limit, kind)
     return EventPage(
-        events=tuple(
-            SessionEvent(row.id, row.turn, row.kind, row.created_at, row.payload) for row in rows
-        ),
-        next_after=rows[-1].id if len(rows) == limit else None,
+        events=tuple(SessionEvent(e.id, e.turn, e.kind, e.created_at, e.payload) for e in events),
+        next_after=events[-1].id if len(events) == limit else None,
     )

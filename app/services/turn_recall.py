@@ -109,7 +109,7 @@ async def recall_for_turn(
     forced = inp.recall == "force" or query.has_reference
     found = await retrieve(
         ctx,
-        inp.session_id,
+        inp.key,
         query,
         top_k=top_k,
         budget_tokens=budget,

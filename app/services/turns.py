@@ -50,7 +50,7 @@ async def load_snapshot(ctx: ServiceContext, inp: TurnInput) -> Snapshot | TurnR
     """The session as it stands before planning, or the turn's first answer when this is a
     retry under an Idempotency-Key that was already answered."""
     async with ctx.database.transaction() as db:
-        found = await session_store.session_with_notes(db, inp.session_id)
+        found = await session_store.session_with_notes(db, inp.key)
         if found is None:
             return Snapshot(exists=False)
         row, notes, has_chunks = found
@@ -58,10 +58,8 @@ async def load_snapshot(ctx: ServiceContext, inp: TurnInput) -> Snapshot | TurnR
         answered = await _answered(db, inp)
         if answered is not None:
             return answered
-        window = await session_store.window_messages(db, inp.session_id)
-        facts = await fact_store.current_facts(
-            db, inp.session_id, ctx.settings.notes.recent_resolved
-        )
+        window = await session_store.window_messages(db, inp.key)
+        facts = await fact_store.current_facts(db, inp.key, ctx.settings.notes.recent_resolved)
     return Snapshot(
         exists=True,
         version=row.version,
@@ -93,7 +91,7 @@ async def _answered(db: AsyncSession, inp: TurnInput) -> TurnResult | None:
     """The first answer to this Idempotency-Key, if the turn was answered already."""
     if not inp.idempotency_key:
         return None
-    found = await event_store.find_idempotent(db, inp.session_id, inp.idempotency_key)
+    found = await event_store.find_idempotent(db, inp.key, inp.idempotency_key)
     if found is None:
         return None
     if found.request_hash != inp.request_hash:
@@ -108,7 +106,7 @@ async def run_turn(ctx: ServiceContext, inp: TurnInput) -> TurnResult:
     """Turns of one session queue on an in-process lock; across replicas the version check
     makes a turn that lost the race re-plan, after a jittered, growing pause."""
     settings = ctx.settings.db
-    async with ctx.locks.for_session(inp.session_id):
+    async with ctx.locks.for_session(inp.key):
         for attempt in range(settings.turn_retries):
             try:
                 return await _attempt(ctx, inp)
@@ -191,31 +189,31 @@ async def commit_turn(
     plan, batch = outcome.plan, outcome.batch
     async with ctx.database.transaction() as db:
         if not snap.exists:
-            await session_store.create_session(db, inp.session_id, inp.tenant_id)
+            await session_store.create_session(db, inp.key, inp.tenant_id)
         row = await locked_session(db, inp.tenant_id, inp.session_id)
         answered = await _answered(db, inp)
         if answered is not None:
             return answered
         if row.version != snap.version:
             raise VersionConflict
-        await session_store.insert_messages(db, inp.session_id, plan.new_messages)
+        await session_store.insert_messages(db, inp.key, plan.new_messages)
         await chunk_store.insert_chunks(
             db,
-            inp.session_id,
+            inp.key,
             [(f.draft, f.vector) for f in batch.chunks],
             ctx.embedder.model_name,
         )
-        await session_store.mark_offloaded(db, inp.session_id, batch.chunk_of())
-        await _write_notes(db, inp.session_id, plan.turn, outcome.notes, snap)
+        await session_store.mark_offloaded(db, inp.key, batch.chunk_of())
+        await _write_notes(db, inp.key, plan.turn, outcome.notes, snap)
         _update_session_row(row, outcome)
         result = clock.finish(draft)
         await event_store.record_event(
-            db, inp.session_id, plan.turn, "turn", event_payload(outcome, result)
+            db, inp.key, plan.turn, "turn", event_payload(outcome, result)
         )
         if inp.idempotency_key:
             await event_store.save_idempotent(
                 db,
-                inp.session_id,
+                inp.key,
                 inp.idempotency_key,
                 inp.request_hash,
                 STORED_RESULT.dump_python(result, mode="json"),

@@ -1,7 +1,8 @@
-"""Tables (docs/DESIGN.md §7). Every table but `tenants` carries `session_id`, and every
+"""Tables (docs/DESIGN.md §7). Every per-session table carries `session_id`, and every
 hot-path query filters on it, so the schema distributes by session on Citus unchanged
-(`tenants` would be a reference table). Alembic owns the schema; `alembic check` keeps these
-models and the migrations in agreement."""
+(`tenants` and `api_keys` would be reference tables). A session's key is `tenant/id`
+(`app/core/types.py`: `session_key`): ids are each tenant's own. Alembic owns the schema;
+`alembic check` keeps these models and the migrations in agreement."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from app.store.sealing import SealedJson, SealedText
 
 EMBEDDING_DIMENSION = 384
+SESSION_KEY_CHARS = 200  # `tenant/id`: a 64-character tenant, the slash, a 128-character id
 DEFAULT_TENANT = "local"
 
 NAMING_CONVENTION = {
@@ -53,7 +55,7 @@ def _created_at() -> Mapped[datetime]:
 
 def _session_fk() -> Mapped[str]:
     return mapped_column(
-        String(128), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+        String(SESSION_KEY_CHARS), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
     )
 
 
@@ -83,7 +85,7 @@ class ApiKey(Base):
 class SessionRow(Base):
     __tablename__ = "sessions"
 
-    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    id: Mapped[str] = mapped_column(String(SESSION_KEY_CHARS), primary_key=True)  # the key
     tenant_id: Mapped[str] = mapped_column(String(64), ForeignKey("tenants.id"), index=True)
     version: Mapped[int] = mapped_column(Integer, default=0)
     turn_count: Mapped[int] = mapped_column(Integer, default=0)

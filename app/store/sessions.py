@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.results import SessionCounts
 from app.core.types import Message, MessageState, WindowMessage
-from app.store.models import DEFAULT_TENANT, ChunkRow, MessageRow, NoteRow, SessionRow
+from app.store.models import ChunkRow, MessageRow, NoteRow, SessionRow
 
 
 async def get_session(db: AsyncSession, session_id: str) -> SessionRow | None:
@@ -46,14 +46,12 @@ async def lock_session(db: AsyncSession, session_id: str) -> SessionRow | None:
     return result.scalar_one_or_none()
 
 
-async def create_session(
-    db: AsyncSession, session_id: str, tenant_id: str = DEFAULT_TENANT
-) -> bool:
-    """Inserts an empty session; False when another turn created it first."""
+async def create_session(db: AsyncSession, key: str, tenant_id: str) -> bool:
+    """Inserts an empty session under its key; False when another turn created it first."""
     result = await db.execute(
         insert(SessionRow)
         .values(
-            id=session_id,
+            id=key,
             tenant_id=tenant_id,
             version=0,
             turn_count=0,

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.cli import check_bind, is_loopback
 from app.services.auth import UnknownScope, create_key, revoke_key
 from app.services.context import ServiceContext
 from tests.builders import turn_body, user
+from tests.integration.helpers import session_rows
 
 TURN = turn_body(user("Only ship from the Suzhou warehouse."), model="gpt-4o")
 
@@ -46,15 +48,42 @@ async def test_another_tenants_session_is_not_found_for_every_route(
     first = await client.post("/sessions/acme-1/turn", json=TURN, headers=bearer(acme))
     assert first.status_code == 200
     for method, path, body in [
-        ("POST", "/sessions/acme-1/turn", TURN),
         ("GET", "/sessions/acme-1/status", None),
+        ("GET", "/sessions/acme-1/events", None),
         ("GET", "/sessions/acme-1/chunks/ck_any", None),
         ("POST", "/sessions/acme-1/recall", {"query": "warehouse"}),
+        ("POST", "/sessions/acme-1/remember", {"text": "Only ship from Guangzhou."}),
+        ("POST", "/sessions/acme-1/memory", {"type": "help"}),
     ]:
         response = await client.request(method, path, json=body, headers=bearer(globex))
         assert response.status_code == 404, path
         assert response.json()["error"]["code"] == "session_not_found"
         assert "Suzhou" not in response.text
+
+
+async def test_two_tenants_use_the_same_session_id_without_meeting(
+    ctx: ServiceContext, client: httpx.AsyncClient, connection: AsyncConnection
+) -> None:
+    acme = bearer(await create_key(ctx, "acme", ["memory:read", "memory:write"]))
+    globex = bearer(await create_key(ctx, "globex", ["memory:read", "memory:write"]))
+    said = {"acme": "Ship only from Suzhou.", "globex": "Ship only from Rotterdam."}
+    for tenant, headers in (("acme", acme), ("globex", globex)):  # globex "squats" second
+        body = {"messages": [{"role": "user", "content": said[tenant]}], "model": "gpt-4o"}
+        turn = await client.post("/sessions/shared/turn", json=body, headers=headers)
+        assert turn.status_code == 200 and turn.json()["turn"] == 1, turn.text
+        assert turn.json()["session_id"] == "shared"
+    for tenant, headers, other in (("acme", acme, "globex"), ("globex", globex, "acme")):
+        status = (await client.get("/sessions/shared/status", headers=headers)).json()
+        assert status["session_id"] == "shared" and status["turns"] == 1
+        facts = " ".join(f["text"] for f in status["facts"])
+        assert said[tenant].rstrip(".") in facts and said[other].rstrip(".") not in facts
+        page = (await client.get("/sessions/shared/events", headers=headers)).text
+        again = {"messages": [{"role": "user", "content": "and?"}]}
+        prompt = (await client.post("/sessions/shared/turn", json=again, headers=headers)).text
+        assert said[tenant] in prompt and said[other] not in prompt + page
+    for tenant in ("acme", "globex"):
+        rows = await session_rows(connection, "shared", tenant)
+        assert len(rows["sessions"]) == 1 and len(rows["messages"]) == 2
 
 
 async def test_a_key_without_the_scope_is_forbidden_and_writes_nothing(

@@ -115,7 +115,7 @@ async def test_remember_stores_once_and_makes_a_constraint_a_fact(
     again = await client.post("/sessions/m/remember", json={"text": point}, headers=default)
     assert again.json() == {"chunk_id": chunk_id, "duplicate": True, "facts": []}
     kinds = await connection.scalar(
-        text("SELECT count(*) FROM chunks WHERE session_id = 'm' AND kind = 'remember'")
+        text("SELECT count(*) FROM chunks WHERE session_id = 'acme/m' AND kind = 'remember'")
     )
     assert kinds == 1
     found = (await memory(client, "m", default, type="recall", query="Suzhou warehouse")).json()
@@ -148,10 +148,11 @@ async def test_remember_limits_answer_413_and_429_and_write_nothing(
     default: dict[str, str],
 ) -> None:
     await converse(client, "lim", default)
-    before = await session_rows(connection, "lim")
+    before = await session_rows(connection, "lim", "acme")
+    assert before["sessions"] and before["chunks"]  # the rows compared below are there
     too_long = await memory(client, "lim", default, type="remember", text="x" * 1001)
     assert too_long.status_code == 413 and too_long.json()["error"]["code"] == "remember_too_long"
-    assert await session_rows(connection, "lim") == before
+    assert await session_rows(connection, "lim", "acme") == before
     for i in range(10):
         ok = await client.post(
             "/sessions/lim/remember",
@@ -159,13 +160,13 @@ async def test_remember_limits_answer_413_and_429_and_write_nothing(
             headers=default,
         )
         assert ok.status_code == 200 and not ok.json()["duplicate"], ok.text
-    during = await session_rows(connection, "lim")
+    during = await session_rows(connection, "lim", "acme")
     limited = await client.post(
         "/sessions/lim/remember", json={"text": "one more"}, headers=default
     )
     assert limited.status_code == 429 and limited.json()["error"]["code"] == "rate_limited"
     assert int(limited.headers["Retry-After"]) >= 1
-    assert await session_rows(connection, "lim") == during
+    assert await session_rows(connection, "lim", "acme") == during
 
 
 async def test_offload_needs_its_scope_and_the_next_turn_carries_it_out(
@@ -206,7 +207,8 @@ async def test_forget_is_two_step_and_leaves_no_trace(
     assert done["result"]["status"] == "deleted" and done["result"]["chunks_deleted"] == 1
 
     rows = await connection.scalar(
-        text("SELECT count(*) FROM chunks WHERE session_id = 'f' AND id = :id"), {"id": chunk_id}
+        text("SELECT count(*) FROM chunks WHERE session_id = 'acme/f' AND id = :id"),
+        {"id": chunk_id},
     )
     vectors = await connection.scalar(
         text("SELECT count(embedding) FROM chunks WHERE id = :id"), {"id": chunk_id}
@@ -215,7 +217,7 @@ async def test_forget_is_two_step_and_leaves_no_trace(
     assert await tables_holding(connection, "Zorblax") == []
     assert await tables_holding(connection, "staging database password") == []
     audit = await connection.scalar(
-        text("SELECT count(*) FROM events WHERE session_id = 'f' AND kind = 'forget'")
+        text("SELECT count(*) FROM events WHERE session_id = 'acme/f' AND kind = 'forget'")
     )
     assert audit == 1
     after = (await memory(client, "f", full, type="recall", query="Zorblax-4471")).json()
@@ -342,13 +344,14 @@ async def test_bad_calls_are_refused_and_write_nothing(
     await client.post(
         "/sessions/bad/turn", json=turn_body(user("hi"), context_window=WINDOW), headers=full
     )
-    before = await session_rows(connection, "bad")
+    before = await session_rows(connection, "bad", "acme")
+    assert before["sessions"] and before["messages"]  # the rows compared below are there
     response = await memory(client, "bad", full, **call)
     assert response.status_code == status, response.text
     assert response.json()["error"]["code"] == code
     if code == "unknown_type":
         assert "recall" in response.json()["error"]["details"]["valid_types"]
-    assert await session_rows(connection, "bad") == before
+    assert await session_rows(connection, "bad", "acme") == before
 
 
 async def test_another_tenant_gets_404(

@@ -1,4 +1,5 @@
-"""Reading a session's rows back, straight from the tables, for invariant checks."""
+"""Reading a session's rows back, straight from the tables, for invariant checks (by the
+development tenant's id unless a tenant is named)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.store.models import Base
+from app.core.types import session_key
+from app.store.models import DEFAULT_TENANT, Base
 
 # The session's own rows: the sessions table and every table keyed by session_id.
 TABLES = tuple(
@@ -18,13 +20,16 @@ TABLES = tuple(
 KEY = {"sessions": "id"}
 
 
-async def session_rows(connection: AsyncConnection, session_id: str) -> dict[str, list[Any]]:
-    """Every row of every table that belongs to the session, in a stable order."""
+async def session_rows(
+    connection: AsyncConnection, session_id: str, tenant_id: str = DEFAULT_TENANT
+) -> dict[str, list[Any]]:
+    """Every row of every table that belongs to the tenant's session, in a stable order."""
     rows: dict[str, list[Any]] = {}
     for table in TABLES:
-        key = KEY.get(table, "session_id")
+        column = KEY.get(table, "session_id")
         result = await connection.execute(
-            text(f"SELECT * FROM {table} WHERE {key} = :sid ORDER BY 1, 2"), {"sid": session_id}
+            text(f"SELECT * FROM {table} WHERE {column} = :key ORDER BY 1, 2"),
+            {"key": session_key(tenant_id, session_id)},
         )
         rows[table] = [tuple(row) for row in result.all()]
     return rows
@@ -36,13 +41,14 @@ async def message_texts(connection: AsyncConnection, session_id: str) -> list[tu
             "SELECT seq, state, content, chunk_id, stub_chunk_id FROM messages "
             "WHERE session_id = :sid ORDER BY seq"
         ),
-        {"sid": session_id},
+        {"sid": session_key(DEFAULT_TENANT, session_id)},
     )
     return [tuple(row) for row in result.all()]
 
 
 async def chunk_texts(connection: AsyncConnection, session_id: str) -> dict[str, str]:
     result = await connection.execute(
-        text("SELECT id, raw_text FROM chunks WHERE session_id = :sid"), {"sid": session_id}
+        text("SELECT id, raw_text FROM chunks WHERE session_id = :sid"),
+        {"sid": session_key(DEFAULT_TENANT, session_id)},
     )
     return {row[0]: row[1] for row in result.all()}

@@ -10,11 +10,13 @@ from collections.abc import AsyncIterator
 import pytest
 from sqlalchemy import text
 
+from app.core.types import session_key
 from app.providers.fakes import CountingEmbedder
 from app.providers.tokenizer import default_counter
 from app.services.context import ServiceContext
 from app.services.turns import run_turn
 from app.store.database import Database
+from app.store.models import DEFAULT_TENANT
 from tests.builders import user, words
 from tests.conftest import make_settings
 from tests.integration.test_turn_invariants import turn_input
@@ -28,7 +30,7 @@ async def shared_database(database_url: str) -> AsyncIterator[Database]:
     database = Database.connect(database_url, pool_size=8)
     yield database
     async with database.transaction() as db:
-        await db.execute(text("DELETE FROM sessions WHERE id LIKE 'conc-%'"))
+        await db.execute(text("DELETE FROM sessions WHERE id LIKE 'local/conc-%'"))
     await database.dispose()
 
 
@@ -59,7 +61,7 @@ async def test_parallel_turns_of_one_session_on_two_replicas_all_land_in_order(
             (
                 await db.execute(
                     text("SELECT seq FROM messages WHERE session_id = :s ORDER BY seq"),
-                    {"s": session},
+                    {"s": session_key(DEFAULT_TENANT, session)},
                 )
             )
             .scalars()
@@ -71,7 +73,7 @@ async def test_parallel_turns_of_one_session_on_two_replicas_all_land_in_order(
                     "SELECT turn, (payload->>'trigger_ratio')::float, "
                     "(payload->'offload'->>'triggered')::bool FROM events WHERE session_id = :s"
                 ),
-                {"s": session},
+                {"s": session_key(DEFAULT_TENANT, session)},
             )
         ).all()
     assert list(seqs) == list(range(1, PARALLEL + 2))  # every message, no gap, no double
@@ -84,9 +86,10 @@ async def test_a_busy_session_does_not_hold_up_another(shared_database: Database
     ctx = replica(shared_database)
     busy, free = f"conc-{uuid.uuid4().hex[:8]}", f"conc-{uuid.uuid4().hex[:8]}"
     await run_turn(ctx, turn_input(busy, [user("hello")], model="gpt-4o"))
-    async with ctx.locks.for_session(busy), shared_database.transaction() as db:
+    busy_key = session_key(DEFAULT_TENANT, busy)
+    async with ctx.locks.for_session(busy_key), shared_database.transaction() as db:
         # the busy session is locked in this process and its row is locked in Postgres
-        await db.execute(text("SELECT 1 FROM sessions WHERE id = :s FOR UPDATE"), {"s": busy})
+        await db.execute(text("SELECT 1 FROM sessions WHERE id = :s FOR UPDATE"), {"s": busy_key})
         done = await asyncio.wait_for(
             run_turn(ctx, turn_input(free, [user("hi")], model="gpt-4o")), timeout=30
         )

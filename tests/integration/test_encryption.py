@@ -72,7 +72,7 @@ async def test_no_table_holds_the_text_in_the_clear_and_every_read_opens_it(
     assert await tables_holding(connection, SECRET) == []
     assert await tables_holding(connection, "Be brief") == []
     sealed_chunks = await connection.scalar(
-        text("SELECT count(*) FROM chunks WHERE session_id = 'sealed' AND raw_text LIKE :p"),
+        text("SELECT count(*) FROM chunks WHERE session_id = 'local/sealed' AND raw_text LIKE :p"),
         {"p": SEALED_PREFIX + "%"},
     )
     assert sealed_chunks and sealed_chunks > 0

@@ -52,7 +52,7 @@ async def test_offloaded_chunks_carry_local_vectors_that_find_their_topic(
         await connection.execute(
             text(
                 "SELECT count(*), count(*) FILTER (WHERE embedding_model = :m) FROM chunks "
-                "WHERE session_id = 'e5'"
+                "WHERE session_id = 'local/e5'"
             ),
             {"m": LOCAL_MODEL_NAME},
         )
@@ -62,7 +62,7 @@ async def test_offloaded_chunks_carry_local_vectors_that_find_their_topic(
     best = (
         await connection.execute(
             text(
-                "SELECT raw_text FROM chunks WHERE session_id = 'e5' "
+                "SELECT raw_text FROM chunks WHERE session_id = 'local/e5' "
                 "ORDER BY embedding <=> CAST(:q AS vector) LIMIT 1"
             ),
             {"q": str(query)},

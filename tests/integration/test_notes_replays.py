@@ -154,7 +154,7 @@ async def test_chat_model_notes_that_weaken_a_constraint_are_rejected(
     recorded = await connection.scalar(
         text(
             "SELECT payload->'notes'->'rejected_constraints' FROM events "
-            "WHERE session_id = 'llm-weak' AND payload->'notes'->>'source' = 'extractive' "
+            "WHERE session_id = 'local/llm-weak' AND payload->'notes'->>'source' = 'extractive' "
             "ORDER BY id DESC LIMIT 1"
         )
     )

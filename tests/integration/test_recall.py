@@ -182,17 +182,17 @@ async def test_reembed_picks_up_chunks_stored_while_the_embedder_was_down(
     ctx.embedder = DownEmbedder()
     await archive_facts(ctx, "r13")
     pending = await connection.scalar(
-        text("SELECT count(*) FROM chunks WHERE session_id = 'r13' AND needs_embedding")
+        text("SELECT count(*) FROM chunks WHERE session_id = 'local/r13' AND needs_embedding")
     )
     assert pending and pending > 0
     ctx.embedder = DownEmbedder()
-    assert (await reembed(ctx, "r13")).stopped_by is not None
+    assert (await reembed(ctx, "local/r13")).stopped_by is not None
     ctx.embedder = HashEmbedder()
-    report = await reembed(ctx, "r13")
+    report = await reembed(ctx, "local/r13")
     assert report.embedded == pending and report.stopped_by is None
     left = await connection.scalar(
         text(
-            "SELECT count(*) FROM chunks WHERE session_id = 'r13' "
+            "SELECT count(*) FROM chunks WHERE session_id = 'local/r13' "
             "AND (needs_embedding OR embedding IS NULL OR embedding_model <> :m)"
         ),
         {"m": HashEmbedder.model_name},
@@ -208,12 +208,14 @@ async def test_vectors_of_another_model_are_never_compared(
 ) -> None:
     await archive_facts(ctx, "r14")
     await connection.execute(
-        text("UPDATE chunks SET embedding_model = 'some-other-model' WHERE session_id = 'r14'")
+        text(
+            "UPDATE chunks SET embedding_model = 'some-other-model' WHERE session_id = 'local/r14'"
+        )
     )
     response = await ask(ctx, "r14", "What was the budget we agreed on for cloud servers?")
     hits = response.recall.hits
     assert hits and all(hit.vector_score is None for hit in hits)  # lexical only
-    assert (await reembed(ctx, "r14")).embedded > 0
+    assert (await reembed(ctx, "local/r14")).embedded > 0
 
 
 async def test_recall_endpoint_returns_capped_raw_text_or_no_match(
@@ -259,7 +261,7 @@ async def test_a_retried_turn_with_recall_hits_gets_the_first_body_back(
     # A row written before answers were kept as typed results holds the response body itself.
     await connection.execute(
         update(IdempotencyRow)
-        .where(IdempotencyRow.session_id == "replay", IdempotencyRow.key == "q1")
+        .where(IdempotencyRow.session_id == "local/replay", IdempotencyRow.key == "q1")
         .values(response=first.json())
     )
     older = await client.post("/sessions/replay/turn", json=body, headers=headers)

@@ -33,7 +33,7 @@ async def talk(ctx: ServiceContext, session_id: str, turns: int = 30) -> None:
 async def age(connection: AsyncConnection, session_id: str, days: int) -> None:
     await connection.execute(
         text("UPDATE sessions SET updated_at = now() - make_interval(days => :d) WHERE id = :s"),
-        {"d": days, "s": session_id},
+        {"d": days, "s": f"local/{session_id}"},
     )
 
 

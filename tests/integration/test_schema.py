@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import psycopg
+from alembic import command
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.store.migrate import check_models_match, upgrade_head
+from app.store.migrate import alembic_config, check_models_match, upgrade_head
+from tests.api.live import fresh_named_database
 
 
 def test_migrations_and_models_agree(database_url: str) -> None:
@@ -57,3 +62,42 @@ async def test_every_table_but_tenants_carries_the_session_key(
     for table, names in columns.items():
         if table not in {"tenants", "api_keys", "sessions"}:  # reference tables and the key
             assert "session_id" in names, table
+
+
+def test_tenant_keys_migration_keeps_existing_sessions_and_their_rows(database_url: str) -> None:
+    """A session written before sessions were keyed by tenant keeps every row under
+    `tenant/id`; the downgrade takes the tenant back off."""
+    with fresh_named_database(database_url, "ebbtide_keys") as url:
+        command.upgrade(alembic_config(url), "0004")
+        with psycopg.connect(url.replace("+psycopg", ""), autocommit=True) as db:
+            db.execute("INSERT INTO tenants (id, name) VALUES ('acme', 'acme')")
+            db.execute(
+                "INSERT INTO sessions (id, tenant_id, version, turn_count, next_seq, c0_tokens, "
+                "policy, calibration_ratio) VALUES ('s1', 'acme', 1, 1, 2, 0, '{}', 1)"
+            )
+            db.execute(
+                "INSERT INTO messages (session_id, seq, turn, role, content, tokens, state) "
+                "VALUES ('s1', 1, 1, 'user', 'hello', 3, 'window')"
+            )
+            db.execute(
+                "INSERT INTO events (session_id, turn, kind, payload) VALUES "
+                "('s1', 1, 'turn', '{}')"
+            )
+            command.upgrade(alembic_config(url), "head")
+            assert keyed(db) == {
+                ("sessions", "acme/s1"),
+                ("messages", "acme/s1"),
+                ("events", "acme/s1"),
+            }
+            content = db.execute("SELECT content FROM messages").fetchone()
+            assert content == ("hello",)
+            command.downgrade(alembic_config(url), "0004")
+            assert keyed(db) == {("sessions", "s1"), ("messages", "s1"), ("events", "s1")}
+
+
+def keyed(db: psycopg.Connection[Any]) -> set[tuple[str, str]]:
+    rows = db.execute(
+        "SELECT 'sessions', id FROM sessions UNION SELECT 'messages', session_id FROM messages "
+        "UNION SELECT 'events', session_id FROM events"
+    ).fetchall()
+    return {(table, key) for table, key in rows}

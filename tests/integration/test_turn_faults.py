@@ -117,7 +117,7 @@ async def test_a_stalled_embedder_during_offload_is_timed_out_and_nothing_is_los
     assert response.offload.triggered
     assert response.offload.fallback == "embedder_unavailable"
     pending = await connection.scalar(
-        text("SELECT count(*) FROM chunks WHERE session_id = 'stall' AND needs_embedding")
+        text("SELECT count(*) FROM chunks WHERE session_id = 'local/stall' AND needs_embedding")
     )
     assert pending == len(response.offload.chunk_ids)
 
@@ -134,7 +134,7 @@ async def test_embedder_down_still_offloads_raw_text_marked_for_re_embedding(
         await connection.execute(
             text(
                 "SELECT embedding IS NULL, needs_embedding, embedding_model, length(raw_text) "
-                "FROM chunks WHERE session_id = 'down'"
+                "FROM chunks WHERE session_id = 'local/down'"
             )
         )
     ).all()
