@@ -161,10 +161,12 @@ def serve(settings: Settings) -> None:
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     configure_logging(settings.log)
     url = _migrate(settings)
-    check_bind(settings.host, asyncio.run(_keys_exist(settings, url)))
+    keys = asyncio.run(_keys_exist(settings, url))
+    check_bind(settings.host, keys)
+    docs = settings.docs if settings.docs is not None else not keys
     print(f"ebbtide: database migrated; serving on http://{settings.host}:{settings.port}")
     uvicorn.run(
-        create_app(settings=settings, database_url=url),
+        create_app(settings=settings, database_url=url, serve_docs=docs),
         host=settings.host,
         port=settings.port,
         log_level=settings.log.level.lower(),

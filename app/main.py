@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager, suppress
 from fastapi import FastAPI
 
 from app.api.errors import BodySizeLimit, install_error_handlers
-from app.api.mcp import bearer_from_headers, build_mcp
+from app.api.mcp import MCP_PATH, PostOnly, bearer_from_headers, build_mcp
 from app.api.observability import RequestObserver
 from app.api.routes import router
 from app.bench.floor import router as floor_router
@@ -98,9 +98,11 @@ def create_app(
     settings: Settings | None = None,
     context: ServiceContext | None = None,
     database_url: str | None = None,
+    serve_docs: bool = True,
 ) -> FastAPI:
     """`context` is given by tests (bound to a rolled-back connection); otherwise the
-    lifespan connects to `database_url` (already migrated by `ebbtide serve`)."""
+    lifespan connects to `database_url` (already migrated by `ebbtide serve`). `serve_docs`:
+    the interactive docs and the schema, which answer without a key."""
     settings = settings or (context.settings if context else get_settings())
 
     @asynccontextmanager
@@ -134,6 +136,9 @@ def create_app(
         version="0.1.0",
         summary="Context management for LLM agents: watermark offload, scratchpad, recall.",
         lifespan=lifespan,
+        docs_url="/docs" if serve_docs else None,
+        redoc_url="/redoc" if serve_docs else None,
+        openapi_url="/openapi.json" if serve_docs else None,
     )
     if context is not None:
         app.state.context = context  # test clients may not run the lifespan
@@ -145,9 +150,10 @@ def create_app(
     # Stateless with JSON answers: any replica serves any call. DNS-rebinding protection is on
     # when serving loopback (development mode, no keys); elsewhere every call needs a key.
     mcp_app = mcp.streamable_http_app(
-        streamable_http_path="/mcp", stateless_http=True, json_response=True, host=settings.host
+        streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=settings.host
     )
     app.router.routes.extend(mcp_app.routes)
     app.add_middleware(BodySizeLimit, max_bytes=settings.limits.max_body_bytes)
+    app.add_middleware(PostOnly)
     app.add_middleware(RequestObserver, log_bodies=settings.log.debug_content)  # outermost
     return app

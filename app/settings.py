@@ -246,6 +246,11 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", validation_alias=AliasChoices("HOST", "EBBTIDE_HOST"))
     port: int = Field(8000, validation_alias=AliasChoices("PORT", "EBBTIDE_PORT"))
     default_model: str | None = None
+    docs: bool | None = Field(
+        None,
+        description="Serve /docs, /redoc and /openapi.json. Unset: only in development mode "
+        "(no API key exists when the server starts), since they need no key.",
+    )
     floor_endpoint: bool = Field(
         False, description="Serve POST /bench/floor/{id}, the benchmark's reference endpoint."
     )

@@ -38,6 +38,7 @@ STATUS_BY_ERROR: dict[type[errors.DomainError], int] = {
     errors.SessionNotFound: 404,
     errors.ChunkNotFound: 404,
     errors.IdempotencyKeyReused: 409,
+    errors.ReplayForgotten: 409,
     errors.SessionBusy: 409,
     errors.UnstorableValue: 422,
     errors.DatabaseUnavailable: 503,

@@ -13,7 +13,9 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field, TypeAdapter, ValidationError
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.api.errors import error_response
 from app.api.schemas import SESSION_ID_PATTERN, MemoryCall, MemoryResponse
 from app.core import memory_tool
 from app.core.errors import DomainError
@@ -28,6 +30,7 @@ INSTRUCTIONS = (
     "when unsure."
 )
 CALLS: TypeAdapter[MemoryCall] = TypeAdapter(MemoryCall)
+MCP_PATH = "/mcp"
 BearerSource = Callable[[Context], str | None]
 
 
@@ -48,6 +51,26 @@ def _call(**given: Any) -> MemoryCall:
             for e in error.errors()
         )
         raise ToolError(f"invalid_request: {problems}") from error
+
+
+class PostOnly:
+    """Answers anything but POST on the MCP path with 405: served stateless with JSON answers,
+    the endpoint never sends on its own, so a GET's event stream would only hold a connection
+    open, unauthenticated, for as long as the client likes."""
+
+    def __init__(self, app: ASGIApp, path: str = MCP_PATH) -> None:
+        self.app = app
+        self.path = path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == self.path and scope["method"] != "POST":
+            response = error_response(
+                405, "method_not_allowed", f"{self.path} takes POST only (stateless, JSON answers)"
+            )
+            response.headers["Allow"] = "POST"
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 def build_mcp(context_of: Callable[[], ServiceContext], bearer_of: BearerSource) -> MCPServer:

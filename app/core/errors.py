@@ -98,6 +98,12 @@ class IdempotencyKeyReused(DomainError):
     code = "idempotency_key_reused"
 
 
+class ReplayForgotten(DomainError):
+    """The turn under this Idempotency-Key was answered; a forget deleted the answer since."""
+
+    code = "replay_forgotten"
+
+
 class SessionBusy(DomainError):
     """Other turns of the same session kept winning the race; the client may retry."""
 

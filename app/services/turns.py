@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app import metrics
 from app.core.assemble import PromptParts, assemble
-from app.core.errors import IdempotencyKeyReused, SessionBusy
+from app.core.errors import IdempotencyKeyReused, ReplayForgotten, SessionBusy
 from app.core.notes import NotesBody
 from app.core.plan import Snapshot, TurnInput, plan_turn
 from app.core.results import TurnResult
@@ -97,6 +97,12 @@ async def _answered(db: AsyncSession, inp: TurnInput) -> TurnResult | None:
     if found.request_hash != inp.request_hash:
         raise IdempotencyKeyReused(
             "this Idempotency-Key was used for a different request body",
+            header="Idempotency-Key",
+        )
+    if found.response is None:
+        raise ReplayForgotten(
+            "this turn was answered already, and a forget has since deleted the answer; "
+            "it is not stored again (send a new Idempotency-Key to post it as a new turn)",
             header="Idempotency-Key",
         )
     return STORED_RESULT.validate_python(found.response)

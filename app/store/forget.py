@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.store.models import EventRow, FactRow, ForgetRequest, IdempotencyRow, MessageRow
@@ -86,5 +86,9 @@ async def session_events(db: AsyncSession, session_id: str) -> list[EventRow]:
 
 
 async def drop_replays(db: AsyncSession, session_id: str) -> None:
-    """Stored first responses hold whole prompts; a forget cannot leave them behind."""
-    await db.execute(delete(IdempotencyRow).where(IdempotencyRow.session_id == session_id))
+    """Stored first responses hold whole prompts; a forget cannot leave them behind. The
+    records stay, empty, so a late retry of an answered turn is still known as one and is
+    never stored twice."""
+    await db.execute(
+        update(IdempotencyRow).where(IdempotencyRow.session_id == session_id).values(response=None)
+    )

@@ -210,14 +210,15 @@ class EventRow(Base):
 
 
 class IdempotencyRow(Base):
-    """The first response to a turn, replayed to retries with the same key."""
+    """The first response to a turn, replayed to retries with the same key; None once a
+    forget dropped it (the record stays, so the retry is still recognised)."""
 
     __tablename__ = "idempotency"
 
     session_id: Mapped[str] = _session_fk()
     key: Mapped[str] = mapped_column(String(256), primary_key=True)
     request_hash: Mapped[str] = mapped_column(String(64))
-    response: Mapped[dict[str, Any]] = mapped_column(SealedJson)
+    response: Mapped[dict[str, Any] | None] = mapped_column(SealedJson)
     created_at: Mapped[datetime] = _created_at()
 
 

@@ -115,6 +115,18 @@ async def test_scopes_and_bad_calls_over_http_are_tool_errors(
         assert error and "unauthenticated" in denied
 
 
+def test_the_mcp_path_answers_anything_but_post_at_once(
+    keys_and_server: tuple[LiveServer, dict[str, str]],
+) -> None:
+    live, keys = keys_and_server
+    stream = {"Accept": "text/event-stream"}
+    for headers in (stream, {**stream, "Authorization": f"Bearer {keys['full']}"}):
+        for method in ("GET", "DELETE"):
+            response = httpx.request(method, f"{live.base}/mcp", headers=headers, timeout=5)
+            assert response.status_code == 405 and response.headers["Allow"] == "POST"
+            assert response.json()["error"]["code"] == "method_not_allowed"
+
+
 @asynccontextmanager
 async def over_stdio(live: LiveServer, key: str) -> AsyncIterator[Client]:
     """`ebbtide mcp` as a subprocess, on the served database, with the key in its environment.

@@ -228,6 +228,30 @@ async def test_forget_is_two_step_and_leaves_no_trace(
     assert nxt.status_code == 200 and "Zorblax" not in nxt.text
 
 
+async def test_a_retry_after_a_forget_is_refused_and_never_stored_twice(
+    client: httpx.AsyncClient, connection: AsyncConnection, full: dict[str, str]
+) -> None:
+    first = turn_body(user(SECRET), context_window=WINDOW)
+    retry_headers = {**full, "Idempotency-Key": "the-first-turn"}
+    answered = await client.post("/sessions/late/turn", json=first, headers=retry_headers)
+    assert answered.status_code == 200
+    for t in range(40):
+        body = turn_body(user(f"turn {t} " + words(60, "chat")))
+        assert (await client.post("/sessions/late/turn", json=body, headers=full)).is_success
+    found = (await memory(client, "late", full, type="recall", query="Zorblax-4471")).json()
+    chunk_id = found["result"]["results"][0]["chunk_id"]
+    pending = (await memory(client, "late", full, type="forget", chunk_id=chunk_id)).json()
+    confirm = {"type": "forget", "confirm": pending["result"]["pending_id"]}
+    assert (await memory(client, "late", full, **confirm)).status_code == 200
+    before = await session_rows(connection, "late", "acme")
+    assert before["idempotency"] and before["messages"]  # the record stays, without its answer
+
+    retried = await client.post("/sessions/late/turn", json=first, headers=retry_headers)
+    assert retried.status_code == 409 and retried.json()["error"]["code"] == "replay_forgotten"
+    assert await session_rows(connection, "late", "acme") == before
+    assert await tables_holding(connection, "Zorblax") == []
+
+
 async def test_forgetting_an_oversize_message_replaces_its_stub_in_the_window(
     client: httpx.AsyncClient, connection: AsyncConnection, full: dict[str, str]
 ) -> None:
