@@ -63,6 +63,11 @@ HTTP_SECONDS = Histogram(
 SESSIONS_PURGED = Counter(
     "ebbtide_sessions_purged_total", "Sessions deleted by the retention purge."
 )
+EMBEDDER_REFUSED = Counter(
+    "ebbtide_embedder_refused_total",
+    "Embedder calls refused at admission: busy (no room) or unavailable (breaker open).",
+    ["reason"],
+)
 REMEMBERED = Counter("ebbtide_remembered_total", "Points stored through remember.")
 FORGOTTEN_CHUNKS = Counter("ebbtide_forgotten_chunks_total", "Chunks deleted by confirmed forgets.")
 

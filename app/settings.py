@@ -79,6 +79,16 @@ class EmbedderSettings(BaseModel):
     max_chars: int = Field(
         4000, ge=100, description="Passages are cut to this many characters before embedding."
     )
+    query_capacity: int = Field(
+        4, ge=1, description="Query embeddings in flight at once in one process; more go lexical."
+    )
+    query_per_tenant: int = Field(2, ge=1, description="...of which one tenant's at most.")
+    breaker_failures: int = Field(
+        3, ge=1, description="Failures or timeouts in a row that open the circuit breaker."
+    )
+    breaker_open_s: float = Field(
+        30.0, gt=0, description="How long an open breaker refuses calls before one probes."
+    )
 
 
 class RerankerSettings(BaseModel):
@@ -133,6 +143,9 @@ class RecallSettings(BaseModel):
         0.3, ge=0, le=1, description="asked-for recall: or this share of query terms."
     )
     max_query_chars: int = Field(2000, ge=10, description="The query is cut to this length.")
+    query_embed_tokens: int = Field(
+        128, ge=8, description="The rewritten query is cut to this many tokens to be embedded."
+    )
     hnsw_ef_search: int = Field(100, ge=1, le=1000)
     embed_timeout_s: float = Field(5.0, gt=0)
 

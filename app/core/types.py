@@ -75,6 +75,11 @@ def client_session_id(key: str) -> str:
     return key.rpartition("/")[2]
 
 
+def tenant_of(key: str) -> str:
+    """The tenant a session key belongs to."""
+    return key.rpartition("/")[0]
+
+
 class MessageState(StrEnum):
     WINDOW = "window"
     OFFLOADED = "offloaded"

@@ -105,3 +105,18 @@ class BrokenChatModel:
 
     async def complete(self, system: str, user: str) -> str:
         raise RuntimeError("unexpected failure inside the notes update (fake)")
+
+
+class HeldEmbedder(HashEmbedder):
+    """Every call waits until the test releases it: calls in flight that the test controls.
+    Counts the calls that reached it."""
+
+    def __init__(self, dimension: int = 384) -> None:
+        super().__init__(dimension)
+        self.released = asyncio.Event()
+        self.calls = 0
+
+    async def embed_query(self, text: str) -> list[float]:
+        self.calls += 1
+        await self.released.wait()
+        return await super().embed_query(text)

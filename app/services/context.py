@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from app.core.ports import ChatModel, Embedder, Reranker, TokenCounter
+from app.services.embedding import EmbedderGate
 from app.settings import Settings
 from app.store.database import Database
 
@@ -46,8 +47,18 @@ class ServiceContext:
     reranker: Reranker | None = None
     chat_model: ChatModel | None = None
     locks: SessionLocks = field(default_factory=SessionLocks)
+    embedder_gate: EmbedderGate | None = None  # built from the settings when not given
     clock: Callable[[], datetime] = utc_now
     new_id: Callable[[], str] = new_chunk_id
+
+    def __post_init__(self) -> None:
+        if self.embedder_gate is None:
+            self.embedder_gate = EmbedderGate.from_settings(self.settings.embedder)
+
+    @property
+    def gate(self) -> EmbedderGate:
+        assert self.embedder_gate is not None  # set by __post_init__
+        return self.embedder_gate
 
     async def aclose(self) -> None:
         """Closes the database pool and any provider that holds connections."""

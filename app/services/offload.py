@@ -7,15 +7,14 @@ chunk's vector is the mean of its units'. With the embedder down the chunks are 
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
 from app.core.chunker import build_chunks, unit_text
 from app.core.plan import TurnPlan
-from app.core.ports import EmbedderUnavailable
 from app.services.context import ServiceContext
+from app.services.embedding import EMBEDDER_UNAVAILABLE
 from app.services.policies import topic_policy
-from app.services.recall import EMBEDDER_UNAVAILABLE, FreshChunk
+from app.services.recall import FreshChunk
 
 
 @dataclass(frozen=True)
@@ -43,13 +42,11 @@ async def embed_passages(ctx: ServiceContext, texts: list[str]) -> list[list[flo
     if not texts:
         return []
     settings = ctx.settings.embedder
-    try:
-        return await asyncio.wait_for(
-            ctx.embedder.embed_passages([text[: settings.max_chars] for text in texts]),
-            timeout=settings.passage_timeout_s,
-        )
-    except (EmbedderUnavailable, TimeoutError):
-        return None
+    cut = [text[: settings.max_chars] for text in texts]
+    vectors, _ = await ctx.gate.passages(
+        lambda: ctx.embedder.embed_passages(cut), settings.passage_timeout_s
+    )
+    return vectors
 
 
 async def build_batch(ctx: ServiceContext, plan: TurnPlan) -> OffloadBatch:

@@ -2,8 +2,9 @@
 pack within k and B. One retrieval path serves the turn, the recall endpoint and the tool.
 
 Degradation: the embedder down or slow → lexical candidates only, flagged
-`embedder_unavailable`; the reranker failing → fusion order, flagged `reranker_failed`.
-Neither ever fails the turn.
+`embedder_unavailable`; no room at the embedder (app/services/embedding.py) → lexical at
+once, flagged `embedder_busy`; the reranker failing → fusion order, flagged
+`reranker_failed`. None of them ever fails the turn.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from dataclasses import asdict, dataclass, field, replace
 
 from app.core import rerank
 from app.core.errors import OverLimit
-from app.core.ports import EmbedderUnavailable, RerankerUnavailable
-from app.core.rerank import Candidate, Injected, ScoredHit
+from app.core.ports import RerankerUnavailable
+from app.core.rerank import Candidate, Injected, ScoredHit, truncate_to_tokens
 from app.core.results import RecalledChunk, RecalledText, RecallResult
 from app.core.rewrite import RewrittenQuery, rewrite
-from app.core.types import ChunkDraft
+from app.core.types import ChunkDraft, tenant_of
 from app.core.vectors import cosine
 from app.services.context import ServiceContext
 from app.services.policies import item_shape
@@ -31,7 +32,6 @@ from app.store import sessions as session_store
 from app.store.database import Database
 from app.store.models import ChunkRow
 
-EMBEDDER_UNAVAILABLE = "embedder_unavailable"
 RERANKER_FAILED = "reranker_failed"
 
 
@@ -106,14 +106,16 @@ def _from_fresh(fresh: FreshChunk, qvec: list[float] | None) -> Candidate:
     )
 
 
-async def embed_query(ctx: ServiceContext, text: str) -> list[float] | None:
-    """The query vector, or None when the embedder is down or slower than the timeout."""
-    try:
-        return await asyncio.wait_for(
-            ctx.embedder.embed_query(text), timeout=ctx.settings.recall.embed_timeout_s
-        )
-    except (EmbedderUnavailable, TimeoutError):
-        return None
+async def embed_query(
+    ctx: ServiceContext, tenant_id: str, text: str
+) -> tuple[list[float] | None, str | None]:
+    """The query vector, cut to the query token cap first; or None with the reason recall
+    goes lexical (the embedder down, slow, or busy with other calls)."""
+    settings = ctx.settings.recall
+    text, _ = truncate_to_tokens(text, settings.query_embed_tokens, ctx.counter.count)
+    return await ctx.gate.query(
+        tenant_id, lambda: ctx.embedder.embed_query(text), settings.embed_timeout_s
+    )
 
 
 async def search_archive(
@@ -201,7 +203,7 @@ async def retrieve(
     settings = ctx.settings.recall
     timings: dict[str, float] = {}
     mark = time.perf_counter()
-    qvec = await embed_query(ctx, query.text)
+    qvec, embed_fallback = await embed_query(ctx, tenant_of(session_key), query.text)
     timings["embed"] = _ms_since(mark)
     mark = time.perf_counter()
     candidates = await _candidates(ctx, session_key, query, qvec)
@@ -235,7 +237,7 @@ async def retrieve(
         focus=focus_terms(query),
     )
     timings["rerank"] = _ms_since(mark)
-    fallback = EMBEDDER_UNAVAILABLE if qvec is None else rerank_fallback
+    fallback = embed_fallback or rerank_fallback
     return Retrieval(
         items=items,
         considered=hits,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -15,10 +16,12 @@ from app.providers.fakes import (
     CountingEmbedder,
     DownEmbedder,
     FailingReranker,
+    HeldEmbedder,
     ScriptedReranker,
     SlowEmbedder,
 )
 from app.services.context import ServiceContext
+from app.services.embedding import EmbedderGate
 from app.services.reembed import reembed
 from app.services.turns import run_turn
 from app.store.models import IdempotencyRow
@@ -180,6 +183,9 @@ async def test_reembed_picks_up_chunks_stored_while_the_embedder_was_down(
     ctx: ServiceContext, connection: AsyncConnection
 ) -> None:
     ctx.embedder = DownEmbedder()
+    ctx.embedder_gate = EmbedderGate.from_settings(
+        make_settings(embedder={"breaker_open_s": 0.05}).embedder
+    )
     await archive_facts(ctx, "r13")
     pending = await connection.scalar(
         text("SELECT count(*) FROM chunks WHERE session_id = 'local/r13' AND needs_embedding")
@@ -198,6 +204,7 @@ async def test_reembed_picks_up_chunks_stored_while_the_embedder_was_down(
         {"m": HashEmbedder.model_name},
     )
     assert left == 0
+    await asyncio.sleep(0.1)  # the breaker opened while the embedder was down; now it probes
     response = await ask(ctx, "r13", "What was the budget we agreed on for cloud servers?")
     assert response.recall.fallback is None
     assert any(hit.vector_score is not None for hit in response.recall.hits)
@@ -266,3 +273,22 @@ async def test_a_retried_turn_with_recall_hits_gets_the_first_body_back(
     )
     older = await client.post("/sessions/replay/turn", json=body, headers=headers)
     assert older.json() == first.json()
+
+
+async def test_a_turn_that_finds_the_embedder_busy_recalls_lexically_at_once(
+    ctx: ServiceContext,
+) -> None:
+    await archive_facts(ctx, "r16")
+    held = HeldEmbedder()
+    ctx.embedder = held
+    ctx.embedder_gate = EmbedderGate.from_settings(
+        make_settings(embedder={"query_capacity": 1}).embedder
+    )
+    other = asyncio.create_task(ctx.gate.query("globex", lambda: held.embed_query("x"), 60))
+    await asyncio.sleep(0.01)
+    response = await ask(ctx, "r16", "What was the budget we agreed on for cloud servers?")
+    assert response.recall.fallback == "embedder_busy"
+    assert held.calls == 1  # only the other tenant's call reached the embedder
+    assert FACTS[0] in recalled_block(response)  # the lexical channel still finds the fact
+    held.released.set()
+    assert (await other)[1] is None

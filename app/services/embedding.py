@@ -1,0 +1,122 @@
+"""Admission to the embedder (docs/DESIGN.md §5): the embedder is a shared, CPU-bound
+resource on the turn's path, so no tenant may take all of it and a down one must not cost
+every turn its timeout.
+
+- Query embeddings pass a bounded gate: at most `query_capacity` in flight in this process,
+  at most `query_per_tenant` of them one tenant's. A call that finds no room is refused at
+  once, and recall goes lexical (`embedder_busy`), instead of queueing behind the others.
+- A call counts as in flight until its work really ends. A timeout stops the wait, not the
+  work (the local model computes in a thread), so a timed-out call keeps its slot until the
+  thread is done: load cannot pile up behind the timeouts.
+- A circuit breaker opens after `breaker_failures` failures or timeouts in a row: for
+  `breaker_open_s` every call, query or passage, is refused without touching the embedder
+  (`embedder_unavailable`, as if it had failed); then one call probes, and a success closes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from app import metrics
+from app.core.ports import EmbedderUnavailable
+from app.settings import EmbedderSettings
+
+T = TypeVar("T")
+
+EMBEDDER_UNAVAILABLE = "embedder_unavailable"
+EMBEDDER_BUSY = "embedder_busy"
+
+
+@dataclass
+class CircuitBreaker:
+    failures_to_open: int
+    open_for_s: float
+    clock: Callable[[], float] = time.monotonic
+    failures: int = 0
+    opened_at: float | None = None
+
+    def allows(self) -> bool:
+        """Closed, or open long enough that one call may probe."""
+        return self.opened_at is None or self.clock() - self.opened_at >= self.open_for_s
+
+    def succeeded(self) -> None:
+        self.failures, self.opened_at = 0, None
+
+    def failed(self) -> None:
+        self.failures += 1
+        if self.failures >= self.failures_to_open:
+            self.opened_at = self.clock()
+
+
+@dataclass
+class EmbedderGate:
+    query_capacity: int
+    query_per_tenant: int
+    breaker: CircuitBreaker
+    in_flight: Counter[str] = field(default_factory=Counter)
+
+    @classmethod
+    def from_settings(cls, settings: EmbedderSettings) -> EmbedderGate:
+        breaker = CircuitBreaker(settings.breaker_failures, settings.breaker_open_s)
+        return cls(settings.query_capacity, settings.query_per_tenant, breaker)
+
+    def _refusal(self, tenant: str) -> str | None:
+        if not self.breaker.allows():
+            return EMBEDDER_UNAVAILABLE
+        full = sum(self.in_flight.values()) >= self.query_capacity
+        if full or self.in_flight[tenant] >= self.query_per_tenant:
+            return EMBEDDER_BUSY
+        return None
+
+    async def query(
+        self, tenant: str, work: Callable[[], Awaitable[T]], timeout_s: float
+    ) -> tuple[T | None, str | None]:
+        """The query's vector, or None with the reason recall went lexical."""
+        refused = self._refusal(tenant)
+        if refused is not None:
+            metrics.EMBEDDER_REFUSED.labels(reason=refused).inc()
+            return None, refused
+        self.in_flight[tenant] += 1
+
+        def done(task: asyncio.Future[T]) -> None:
+            self.in_flight[tenant] -= 1
+            if not task.cancelled():
+                task.exception()  # retrieved: a late failure is not an unhandled error
+
+        return await self._guarded(work, timeout_s, on_done=done)
+
+    async def passages(
+        self, work: Callable[[], Awaitable[T]], timeout_s: float
+    ) -> tuple[T | None, str | None]:
+        """Passage vectors behind the breaker only (offloads are bounded by the turns)."""
+        if not self.breaker.allows():
+            metrics.EMBEDDER_REFUSED.labels(reason=EMBEDDER_UNAVAILABLE).inc()
+            return None, EMBEDDER_UNAVAILABLE
+
+        def done(task: asyncio.Future[T]) -> None:
+            if not task.cancelled():
+                task.exception()
+
+        return await self._guarded(work, timeout_s, on_done=done)
+
+    async def _guarded(
+        self,
+        work: Callable[[], Awaitable[T]],
+        timeout_s: float,
+        *,
+        on_done: Callable[[asyncio.Future[T]], None],
+    ) -> tuple[T | None, str | None]:
+        task: asyncio.Future[T] = asyncio.ensure_future(work())
+        task.add_done_callback(on_done)
+        try:
+            value = await asyncio.wait_for(asyncio.shield(task), timeout_s)
+        except (EmbedderUnavailable, TimeoutError):
+            self.breaker.failed()
+            return None, EMBEDDER_UNAVAILABLE
+        self.breaker.succeeded()
+        return value, None
