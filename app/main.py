@@ -22,6 +22,7 @@ from app.services.context import ServiceContext
 from app.services.maintenance import purge_periodically
 from app.settings import Settings, get_settings
 from app.store.database import Database
+from app.store.embedded import supervise_embedded
 from app.store.models import EMBEDDING_DIMENSION
 from app.store.sealing import sealer_for, use_sealer
 
@@ -115,19 +116,21 @@ def create_app(
             app.state.context = build_context(settings, url)
         else:
             app.state.context = context
-        purger = (
-            asyncio.create_task(purge_periodically(app.state.context))
-            if owned and settings.retention.days is not None
-            else None
-        )
+        timers = []
+        if owned and settings.retention.days is not None:
+            timers.append(asyncio.create_task(purge_periodically(app.state.context)))
+        if owned and settings.database_url is None and database_url is not None:
+            # `ebbtide serve` started the embedded Postgres for this URL: keep it up
+            supervisor = supervise_embedded(settings.data_dir, settings.db.embedded_check_s)
+            timers.append(asyncio.create_task(supervisor))
         try:
             async with mcp.session_manager.run():
                 yield
         finally:
-            if purger is not None:
-                purger.cancel()
+            for timer in timers:
+                timer.cancel()
                 with suppress(asyncio.CancelledError):
-                    await purger
+                    await timer
             if owned:
                 await app.state.context.aclose()
 

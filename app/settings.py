@@ -245,6 +245,9 @@ class DatabaseSettings(BaseModel):
     )
     retry_backoff_s: float = Field(0.01, ge=0, description="First backoff; doubles, capped.")
     retry_backoff_max_s: float = Field(0.2, ge=0)
+    embedded_check_s: float = Field(
+        5.0, gt=0, description="How often the server checks its embedded Postgres is up."
+    )
 
 
 class Settings(BaseSettings):

@@ -1,8 +1,16 @@
 """The embedded Postgres 16 + pgvector (the `pgserver` package) used when no DATABASE_URL is
-set. It listens on a Unix socket inside the data folder only, never on a TCP port."""
+set. It listens on a Unix socket inside the data folder only, never on a TCP port.
+
+pgserver counts the processes that use a server in a file and stops the server when the last
+one exits. A process killed without running its exit hook stays counted, and the server would
+never stop again: the dead are dropped from the count before every start. A server that dies
+while the service runs is started again by `supervise_embedded`.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +18,9 @@ import psycopg
 from psycopg import sql
 
 APP_DATABASE = "ebbtide"
+HANDLES_FILE = ".handle_pids.json"  # pgserver's count of the processes using the server
+
+log = logging.getLogger("ebbtide.embedded")
 
 
 def start_embedded(data_dir: Path, *, database: str = APP_DATABASE) -> str:
@@ -51,12 +62,40 @@ def drop_database(admin_url: str, database: str) -> None:
         )
 
 
+def _pgdata(data_dir: Path) -> Path:
+    return (data_dir / "pg").resolve()
+
+
+def forget_dead_handles(pgdata: Path) -> list[int]:
+    """Drops processes that died without their exit hook from pgserver's count; the pids
+    dropped."""
+    from pgserver.postgres_server import PostgresServer
+    from pgserver.utils import DiskList, process_is_running
+
+    handles = DiskList(pgdata / HANDLES_FILE)
+    with PostgresServer._lock:
+        pids = handles.get()
+        alive = [pid for pid in pids if process_is_running(pid)]
+        if alive != pids:
+            handles.put(alive)
+    return [pid for pid in pids if pid not in alive]
+
+
 def _server(data_dir: Path) -> Any:
     from pgserver.postgres_server import get_server  # only the embedded mode needs it
 
-    pgdata = (data_dir / "pg").resolve()
+    pgdata = _pgdata(data_dir)
     pgdata.parent.mkdir(parents=True, exist_ok=True)
+    if pgdata.exists():
+        forget_dead_handles(pgdata)
     return get_server(pgdata, cleanup_mode="stop")
+
+
+def embedded_running(data_dir: Path) -> bool:
+    from pgserver.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(_pgdata(data_dir))
+    return info is not None and bool(info.is_running())
 
 
 def stop_embedded(data_dir: Path) -> None:
@@ -70,4 +109,18 @@ def stop_embedded(data_dir: Path) -> None:
 
 
 def restart_embedded(data_dir: Path) -> None:
-    _server(data_dir).ensure_postgres_running()
+    from pgserver.postgres_server import PostgresServer
+
+    server = _server(data_dir)
+    with PostgresServer._lock:  # pgserver starts servers only under its lock
+        server.ensure_postgres_running()
+
+
+async def supervise_embedded(data_dir: Path, interval_s: float) -> None:
+    """Starts the embedded server again whenever it is found down (runs until cancelled).
+    Turns meanwhile answer 503 and are retried by their clients with the same key."""
+    while True:
+        await asyncio.sleep(interval_s)
+        if not await asyncio.to_thread(embedded_running, data_dir):
+            log.warning("embedded postgres was down; starting it again")
+            await asyncio.to_thread(restart_embedded, data_dir)
