@@ -110,6 +110,10 @@ async def test_scopes_and_bad_calls_over_http_are_tool_errors(
         assert error and "'help', 'recall'" in unknown and "'forget'" in unknown
         missing, _, error = await call(client, session_id="nobody", type="status")
         assert error and "session_not_found" in missing
+        unstorable, _, error = await call(
+            client, session_id="mcp-scopes", type="remember", text="the code is 7731 \x00"
+        )
+        assert error and "invalid_request" in unstorable and "NUL" in unstorable
     async with over_http(live, "ebt_wrong") as client:
         denied, _, error = await call(client, session_id="mcp-scopes", type="status")
         assert error and "unauthenticated" in denied
