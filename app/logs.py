@@ -57,7 +57,7 @@ def format_error(exc_info: ExcInfo) -> str:
         frames = "".join(traceback.format_tb(error.__traceback__))
         parts.append(f"Traceback (most recent call last):\n{frames}" if frames else "")
         parts.append(f"{type(error).__module__}.{type(error).__qualname__}: {_safe_message(error)}")
-    return redacted("\n".join(part for part in parts if part))
+    return "\n".join(part for part in parts if part)
 
 
 def fields_of(record: logging.LogRecord) -> dict[str, Any]:
@@ -75,7 +75,7 @@ class JsonFormatter(logging.Formatter):
             **fields_of(record),
         }
         if record.exc_info and record.exc_info[1] is not None:
-            line["error"] = format_error(record.exc_info)
+            line["error"] = redacted(format_error(record.exc_info))
         return json.dumps(line, ensure_ascii=False, default=str)
 
 

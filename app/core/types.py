@@ -18,6 +18,7 @@ from app.core.inputs import InputModel
 # A JSON object whose shape belongs to a format, not to this service: a row's JSON column, a
 # chat message in a provider's format, a tool's JSON schema. Domain values are typed instead.
 JsonObject = dict[str, Any]
+Role = Literal["user", "assistant", "tool"]
 
 
 class FunctionCall(InputModel):
@@ -42,7 +43,7 @@ class Message(InputModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    role: Literal["user", "assistant", "tool"]
+    role: Role
     content: str | None = None
     name: str | None = Field(None, max_length=256)
     tool_calls: list[ToolCall] | None = None

@@ -47,18 +47,12 @@ class ServiceContext:
     reranker: Reranker | None = None
     chat_model: ChatModel | None = None
     locks: SessionLocks = field(default_factory=SessionLocks)
-    embedder_gate: EmbedderGate | None = None  # built from the settings when not given
+    embedder_gate: EmbedderGate = field(init=False)  # built from the settings
     clock: Callable[[], datetime] = utc_now
     new_id: Callable[[], str] = new_chunk_id
 
     def __post_init__(self) -> None:
-        if self.embedder_gate is None:
-            self.embedder_gate = EmbedderGate.from_settings(self.settings.embedder)
-
-    @property
-    def gate(self) -> EmbedderGate:
-        assert self.embedder_gate is not None  # set by __post_init__
-        return self.embedder_gate
+        self.embedder_gate = EmbedderGate.from_settings(self.settings.embedder)
 
     async def aclose(self) -> None:
         """Closes the database pool and any provider that holds connections."""

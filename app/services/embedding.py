@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from app import metrics
 from app.core.ports import EmbedderUnavailable
@@ -30,6 +30,12 @@ T = TypeVar("T")
 
 EMBEDDER_UNAVAILABLE = "embedder_unavailable"
 EMBEDDER_BUSY = "embedder_busy"
+
+
+def _retrieve_late_failure(task: asyncio.Future[Any]) -> None:
+    """A call that fails after its caller stopped waiting is not an unhandled error."""
+    if not task.cancelled():
+        task.exception()
 
 
 @dataclass
@@ -83,12 +89,10 @@ class EmbedderGate:
             return None, refused
         self.in_flight[tenant] += 1
 
-        def done(task: asyncio.Future[T]) -> None:
+        def release(_: asyncio.Future[T]) -> None:
             self.in_flight[tenant] -= 1
-            if not task.cancelled():
-                task.exception()  # retrieved: a late failure is not an unhandled error
 
-        return await self._guarded(work, timeout_s, on_done=done)
+        return await self._guarded(work, timeout_s, on_done=release)
 
     async def passages(
         self, work: Callable[[], Awaitable[T]], timeout_s: float
@@ -97,22 +101,19 @@ class EmbedderGate:
         if not self.breaker.allows():
             metrics.EMBEDDER_REFUSED.labels(reason=EMBEDDER_UNAVAILABLE).inc()
             return None, EMBEDDER_UNAVAILABLE
-
-        def done(task: asyncio.Future[T]) -> None:
-            if not task.cancelled():
-                task.exception()
-
-        return await self._guarded(work, timeout_s, on_done=done)
+        return await self._guarded(work, timeout_s)
 
     async def _guarded(
         self,
         work: Callable[[], Awaitable[T]],
         timeout_s: float,
         *,
-        on_done: Callable[[asyncio.Future[T]], None],
+        on_done: Callable[[asyncio.Future[T]], None] | None = None,
     ) -> tuple[T | None, str | None]:
         task: asyncio.Future[T] = asyncio.ensure_future(work())
-        task.add_done_callback(on_done)
+        task.add_done_callback(_retrieve_late_failure)
+        if on_done is not None:
+            task.add_done_callback(on_done)
         try:
             value = await asyncio.wait_for(asyncio.shield(task), timeout_s)
         except (EmbedderUnavailable, TimeoutError):

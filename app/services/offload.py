@@ -43,7 +43,7 @@ async def embed_passages(ctx: ServiceContext, texts: list[str]) -> list[list[flo
         return []
     settings = ctx.settings.embedder
     cut = [text[: settings.max_chars] for text in texts]
-    vectors, _ = await ctx.gate.passages(
+    vectors, _ = await ctx.embedder_gate.passages(
         lambda: ctx.embedder.embed_passages(cut), settings.passage_timeout_s
     )
     return vectors

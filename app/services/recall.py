@@ -113,7 +113,7 @@ async def embed_query(
     goes lexical (the embedder down, slow, or busy with other calls)."""
     settings = ctx.settings.recall
     text, _ = truncate_to_tokens(text, settings.query_embed_tokens, ctx.counter.count)
-    return await ctx.gate.query(
+    return await ctx.embedder_gate.query(
         tenant_id, lambda: ctx.embedder.embed_query(text), settings.embed_timeout_s
     )
 

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 from sqlalchemy import exists, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.results import SessionCounts
-from app.core.types import Message, MessageState, WindowMessage
+from app.core.types import (
+    FunctionCall,
+    JsonObject,
+    Message,
+    MessageState,
+    Role,
+    ToolCall,
+    WindowMessage,
+)
 from app.store.models import ChunkRow, MessageRow, NoteRow, SessionRow
 
 
@@ -65,12 +74,22 @@ async def create_session(db: AsyncSession, key: str, tenant_id: str) -> bool:
     return bool(getattr(result, "rowcount", 0))
 
 
+def _stored_call(call: JsonObject) -> ToolCall:
+    return ToolCall.model_construct(
+        id=call["id"],
+        type=call.get("type", "function"),
+        function=FunctionCall.model_construct(**call["function"]),
+    )
+
+
 def _window_message(row: MessageRow) -> WindowMessage:
-    message = Message(
-        role=row.role,
+    """A stored message, built without validation: it was validated once, when it was posted,
+    and every turn reads the whole window back."""
+    message = Message.model_construct(
+        role=cast(Role, row.role),
         content=row.content,
         name=row.name,
-        tool_calls=row.tool_calls,
+        tool_calls=[_stored_call(c) for c in row.tool_calls] if row.tool_calls else None,
         tool_call_id=row.tool_call_id,
     )
     return WindowMessage(

@@ -284,7 +284,9 @@ async def test_a_turn_that_finds_the_embedder_busy_recalls_lexically_at_once(
     ctx.embedder_gate = EmbedderGate.from_settings(
         make_settings(embedder={"query_capacity": 1}).embedder
     )
-    other = asyncio.create_task(ctx.gate.query("globex", lambda: held.embed_query("x"), 60))
+    other = asyncio.create_task(
+        ctx.embedder_gate.query("globex", lambda: held.embed_query("x"), 60)
+    )
     await asyncio.sleep(0.01)
     response = await ask(ctx, "r16", "What was the budget we agreed on for cloud servers?")
     assert response.recall.fallback == "embedder_busy"
