@@ -1,0 +1,315 @@
+"""Recall measured on the hard set (docs/RECALL.md): what `POST /recall` returns, what the
+turn puts in the prompt, and the embedder's own ceiling with no service around it.
+
+Per pressure (conversation tokens ÷ window), each of the four conversations is posted turn
+by turn through the real pipeline; then
+- every question and every twin goes to the recall use case (the body of `POST /recall`),
+  top 10 within the largest budget: the rank at which all of a needle's answers are in the
+  results (best score first), and whether the twin was told "no match";
+- every question and twin is posted as a turn (auto mode), in shuffled order, each answered
+  by a neutral assistant line: needle-in-prompt (all answers somewhere in the prompt before
+  the question) and false injection (a twin got recalled items injected).
+The ceiling: every posted message embedded as a unit, every question scored against all of
+them, Recall@5 over units (the unit holding the answer is among the best five).
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+
+from app.core.ports import Embedder
+from app.core.results import RecallResult, TurnResult
+from app.core.types import Message
+from app.core.vectors import cosine
+from app.evaluation.hard_set import (
+    ASSISTANT_REPLY_TO_QUESTION,
+    KINDS,
+    LANGUAGES,
+    Conversation,
+    HardNeedle,
+    PlannedMessage,
+    conversations,
+)
+from app.evaluation.scenarios import block_items, post
+from app.services.context import ServiceContext
+from app.services.recall import recall_query
+from app.store.models import DEFAULT_TENANT
+
+RECALL_DEPTH = 10
+Progress = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class HardConfig:
+    window: int = 8000
+    pressures: tuple[float, ...] = (1, 3, 10)
+    seed: int = 7
+
+    @classmethod
+    def quick(cls) -> HardConfig:
+        return cls(window=3000, pressures=(3,))
+
+
+@dataclass(frozen=True)
+class QuestionOutcome:
+    """One needle at one pressure. `rank`: where its answers are complete in the recall
+    results (None: not in the top 10); `archived`: its fact had left the window, so recall
+    could return it."""
+
+    needle: HardNeedle
+    pressure: float
+    archived: bool
+    rank: int | None
+    answered: bool  # the question got results (not "no match")
+    confidence: float | None
+    twin_answered: bool  # the twin got results
+    twin_confidence: float | None
+    in_prompt: bool
+    twin_injected: bool
+    ceiling_measured: bool = False
+    ceiling_rank: int | None = None  # the embedder alone (None: below 10, or not measured)
+
+
+@dataclass
+class PressureRun:
+    pressure: float
+    tokens: list[int]
+    outcomes: list[QuestionOutcome] = field(default_factory=list)
+    search_ms: list[float] = field(default_factory=list)
+
+
+def to_message(planned: PlannedMessage) -> Message:
+    return Message(role=planned.role, content=planned.content, name=planned.name)
+
+
+def covered_at(answers: Sequence[str], texts: Sequence[str]) -> int | None:
+    """The smallest k such that the first k texts hold every answer."""
+    seen = ""
+    for rank, text in enumerate(texts, start=1):
+        seen += "\n" + text
+        if all(answer in seen for answer in answers):
+            return rank
+    return None
+
+
+def _ranked_texts(result: RecallResult) -> list[str]:
+    return [r.text for r in sorted(result.results, key=lambda r: -r.score)]
+
+
+def _top_confidence(result: RecallResult) -> float | None:
+    return max((r.score for r in result.results), default=None)
+
+
+async def _ingest(ctx: ServiceContext, session: str, chat: Conversation, window: int) -> TurnResult:
+    last: TurnResult | None = None
+    for messages in chat.turns:
+        last = await post(ctx, session, [to_message(m) for m in messages], context_window=window)
+    assert last is not None
+    return last
+
+
+def _in_window(last: TurnResult, needle: HardNeedle) -> bool:
+    window_text = "\n".join(
+        str(m.get("content") or "") for m in last.messages if m["role"] in ("user", "assistant")
+    )
+    return needle.fact[0] in window_text
+
+
+async def _recall(ctx: ServiceContext, session: str, text: str) -> RecallResult:
+    budget = ctx.settings.limits.max_recall_budget_tokens
+    return await recall_query(
+        ctx, DEFAULT_TENANT, session, text, RECALL_DEPTH, budget_tokens=budget
+    )
+
+
+def _prompt_before_question(result: TurnResult) -> str:
+    return "\n".join(str(m.get("content") or "") for m in result.messages[:-1])
+
+
+async def _ask_turns(
+    ctx: ServiceContext, session: str, chat: Conversation, window: int, seed: int
+) -> dict[tuple[str, bool], TurnResult]:
+    """Every question and twin as a turn, shuffled; (needle id, is twin) → the turn's result."""
+    asks = [(n, twin) for n in chat.needles for twin in (False, True)]
+    random.Random(f"{seed}-{session}").shuffle(asks)
+    results = {}
+    reply: Message | None = None
+    for index, (needle, twin) in enumerate(asks):
+        at = chat.asked_at + timedelta(minutes=index)
+        text = needle.twin if twin else needle.question
+        question = to_message(PlannedMessage("user", text, at))
+        messages = [reply, question] if reply is not None else [question]
+        results[(needle.id, twin)] = await post(ctx, session, messages, context_window=window)
+        reply = Message(role="assistant", content=ASSISTANT_REPLY_TO_QUESTION[chat.language])
+    return results
+
+
+async def run_conversation(
+    ctx: ServiceContext, chat: Conversation, pressure: float, window: int, seed: int
+) -> tuple[list[QuestionOutcome], list[float]]:
+    session = f"{chat.session}-{pressure:g}x-{uuid.uuid4().hex[:6]}"
+    last = await _ingest(ctx, session, chat, window)
+    recalled: dict[tuple[str, bool], RecallResult] = {}
+    search_ms = []
+    for needle in chat.needles:
+        for twin in (False, True):
+            result = await _recall(ctx, session, needle.twin if twin else needle.question)
+            recalled[(needle.id, twin)] = result
+            search_ms.append(result.timings_ms.get("search", 0.0))
+    turns = await _ask_turns(ctx, session, chat, window, seed)
+    outcomes = []
+    for needle in chat.needles:
+        asked, twin_asked = recalled[(needle.id, False)], recalled[(needle.id, True)]
+        asked_turn, twin_turn = turns[(needle.id, False)], turns[(needle.id, True)]
+        outcomes.append(
+            QuestionOutcome(
+                needle=needle,
+                pressure=pressure,
+                archived=not _in_window(last, needle),
+                rank=covered_at(needle.answer, _ranked_texts(asked)),
+                answered=bool(asked.results),
+                confidence=_top_confidence(asked),
+                twin_answered=bool(twin_asked.results),
+                twin_confidence=_top_confidence(twin_asked),
+                in_prompt=all(a in _prompt_before_question(asked_turn) for a in needle.answer),
+                twin_injected=bool(block_items(twin_turn.messages)),
+            )
+        )
+    return outcomes, search_ms
+
+
+def _unit_text(message: PlannedMessage) -> str:
+    return f"{message.name}: {message.content}" if message.name else message.content
+
+
+async def ceiling_ranks(embedder: Embedder, chat: Conversation) -> dict[str, int | None]:
+    """Needle id → the rank of the first unit (posted message) holding every answer, every
+    message scored against the question by the embedder alone (None: below 10)."""
+    units = [_unit_text(m) for messages in chat.turns for m in messages]
+    vectors = await embedder.embed_passages(units)
+    ranks: dict[str, int | None] = {}
+    for needle in chat.needles:
+        query = await embedder.embed_query(needle.question)
+        order = sorted(range(len(units)), key=lambda i: -cosine(query, vectors[i]))
+        best = [units[i] for i in order[:RECALL_DEPTH]]
+        ranks[needle.id] = next(
+            (k for k, text in enumerate(best, 1) if all(a in text for a in needle.answer)), None
+        )
+    return ranks
+
+
+async def run_pressure(
+    ctx: ServiceContext,
+    config: HardConfig,
+    pressure: float,
+    *,
+    with_ceiling: bool,
+    progress: Progress = lambda _: None,
+) -> PressureRun:
+    chats = conversations(
+        window=config.window, pressure=pressure, count=ctx.counter.count, seed=config.seed
+    )
+    run = PressureRun(pressure=pressure, tokens=[c.tokens for c in chats])
+    for chat in chats:
+        outcomes, search_ms = await run_conversation(
+            ctx, chat, pressure, config.window, config.seed
+        )
+        if with_ceiling:
+            ceiling = await ceiling_ranks(ctx.embedder, chat)
+            outcomes = [
+                replace(o, ceiling_measured=True, ceiling_rank=ceiling[o.needle.id])
+                for o in outcomes
+            ]
+        run.outcomes += outcomes
+        run.search_ms += search_ms
+        progress(1)
+    return run
+
+
+@dataclass(frozen=True)
+class HardRow:
+    """The figures of one group of needles (a language, a kind, a split) at one pressure."""
+
+    group: str
+    needles: int
+    archived: int
+    recall_at_1: float | None
+    recall_at_5: float | None
+    recall_at_10: float | None
+    ceiling_at_5: float | None
+    answered: float  # questions that got results at all
+    twin_no_match: float  # twins told "no match" by recall
+    in_prompt: float
+    false_injection: float  # twins that got recalled items injected by the turn
+
+
+def _share(values: Sequence[bool]) -> float | None:
+    return round(sum(values) / len(values), 3) if values else None
+
+
+def _at(outcomes: Sequence[QuestionOutcome], k: int) -> float | None:
+    return _share([o.rank is not None and o.rank <= k for o in outcomes if o.archived])
+
+
+def row(group: str, outcomes: Sequence[QuestionOutcome]) -> HardRow:
+    ceiling = [
+        o.ceiling_rank is not None and o.ceiling_rank <= 5 for o in outcomes if o.ceiling_measured
+    ]
+    return HardRow(
+        group=group,
+        needles=len(outcomes),
+        archived=sum(o.archived for o in outcomes),
+        recall_at_1=_at(outcomes, 1),
+        recall_at_5=_at(outcomes, 5),
+        recall_at_10=_at(outcomes, 10),
+        ceiling_at_5=_share(ceiling),
+        answered=_share([o.answered for o in outcomes]) or 0.0,
+        twin_no_match=_share([not o.twin_answered for o in outcomes]) or 0.0,
+        in_prompt=_share([o.in_prompt for o in outcomes]) or 0.0,
+        false_injection=_share([o.twin_injected for o in outcomes]) or 0.0,
+    )
+
+
+def _group(outcome: QuestionOutcome) -> tuple[str, ...]:
+    """The groups a needle counts in."""
+    needle = outcome.needle
+    return ("all", needle.language, f"{needle.language} {needle.kind}", needle.split_name)
+
+
+GROUPS = (
+    "all",
+    *LANGUAGES,
+    *(f"{language} {kind}" for language in LANGUAGES for kind in KINDS),
+    "dev",
+    "test",
+)
+
+
+def rows(outcomes: Sequence[QuestionOutcome]) -> list[HardRow]:
+    """All needles, then by language, by language and kind, and by split."""
+    return [row(name, [o for o in outcomes if name in _group(o)]) for name in GROUPS]
+
+
+def markdown(pressure: float, table: Sequence[HardRow]) -> str:
+    def cell(value: float | None) -> str:
+        return "–" if value is None else f"{value:.2f}"
+
+    lines = [
+        f"pressure {pressure:g}×",
+        "",
+        "| group | n | archived | R@1 | R@5 | R@10 | ceiling R@5 | answered | twin no-match "
+        "| in prompt | false injection |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in table:
+        lines.append(
+            f"| {r.group} | {r.needles} | {r.archived} | {cell(r.recall_at_1)} "
+            f"| {cell(r.recall_at_5)} | {cell(r.recall_at_10)} | {cell(r.ceiling_at_5)} "
+            f"| {cell(r.answered)} | {cell(r.twin_no_match)} | {cell(r.in_prompt)} "
+            f"| {cell(r.false_injection)} |"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,86 @@
+"""The hard recall set's figures for docs/RECALL.md, in-process on a fresh embedded Postgres.
+
+    python scripts/measure_hard_recall.py --window 8000 --pressures 3 --ceiling
+
+Prints one table per pressure (by language, kind and split) and the recall search p95.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from app.core.stats import percentiles
+from app.evaluation.hard_recall import HardConfig, markdown, rows, run_pressure
+from app.providers.embedders import LocalEmbedder
+from app.providers.tokenizer import default_counter
+from app.services.context import ServiceContext
+from app.settings import Settings
+from app.store.database import Database
+from app.store.embedded import fresh_database, start_embedded
+from app.store.migrate import upgrade_head
+
+
+async def main(window: int, pressures: list[float], ceiling: bool) -> list[dict[str, object]]:
+    admin = start_embedded(Path(tempfile.mkdtemp(prefix="ebbtide-hard-")), database="postgres")
+    url = fresh_database(admin, "hard_recall")
+    await asyncio.to_thread(upgrade_head, url)
+    database = Database.connect(url)
+    ctx = ServiceContext(
+        database=database,
+        counter=default_counter(),
+        embedder=LocalEmbedder(),
+        settings=Settings(database_url=url),
+    )
+    config = HardConfig(window=window, pressures=tuple(pressures))
+    report = []
+    try:
+        for pressure in pressures:
+            started = time.perf_counter()
+            run = await run_pressure(ctx, config, pressure, with_ceiling=ceiling)
+            table = rows(run.outcomes)
+            print(markdown(pressure, table))
+            search = percentiles(run.search_ms)
+            print(
+                f"\nconversation tokens {run.tokens}; recall search p50 {search['p50']:.1f} "
+                f"p95 {search['p95']:.1f} ms; {time.perf_counter() - started:.0f} s\n"
+            )
+            report.append(
+                {
+                    "pressure": pressure,
+                    "rows": [asdict(r) for r in table],
+                    "search_ms": search,
+                    "misses": [
+                        {
+                            "id": o.needle.id,
+                            "rank": o.rank,
+                            "archived": o.archived,
+                            "in_prompt": o.in_prompt,
+                            "twin_injected": o.twin_injected,
+                            "confidence": o.confidence,
+                            "twin_confidence": o.twin_confidence,
+                        }
+                        for o in run.outcomes
+                    ],
+                }
+            )
+    finally:
+        await database.dispose()
+    return report
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--window", type=int, default=8000)
+    parser.add_argument("--pressures", type=float, nargs="+", default=[3])
+    parser.add_argument("--ceiling", action="store_true")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    report = asyncio.run(main(args.window, args.pressures, args.ceiling))
+    if args.out is not None:
+        args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False))
