@@ -41,8 +41,8 @@ FINAL_K = Histogram(
 )
 RERANK_TOP_SCORE = Histogram(
     "ebbtide_rerank_top_score",
-    "Fused score of the best injected chunk (reciprocal-rank scale).",
-    buckets=(0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.1),
+    "Fused score of the best injected chunk (the vector score's units, docs/DESIGN.md §4).",
+    buckets=(0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5),
 )
 STAGE_SECONDS = Histogram(
     "ebbtide_stage_seconds",

@@ -16,7 +16,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class BudgetSettings(BaseModel):
-    """Watermark policy (docs/DESIGN.md §2). Ratios are of the budget C − r."""
+    """Watermark policy (docs/DESIGN.md §2). Ratios are of the budget C − r − R (R: the
+    recall share)."""
 
     offload_ratio: float = Field(0.80, gt=0, lt=1)
     emergency_ratio: float = Field(0.95, gt=0, le=1)
@@ -27,6 +28,13 @@ class BudgetSettings(BaseModel):
     reserve_tokens: int = Field(4096, ge=0, description="Output + safety reserve r.")
     reserve_max_fraction: float = Field(
         0.25, gt=0, lt=1, description="r never takes more than this share of a small window."
+    )
+    recall_share: float = Field(
+        0.15,
+        ge=0,
+        lt=1,
+        description="Share of C − r kept for automatic recall: the watermark lines apply to "
+        "the rest, so offloads leave room for k chunks of evidence (0: none).",
     )
     oversize_fraction: float = Field(
         0.25, gt=0, le=1, description="A single message above this share of C − r is stubbed."
@@ -55,6 +63,12 @@ class ChunkSettings(BaseModel):
         0.80, ge=-1, le=1, description="Neighbouring units below this cosine start a new chunk."
     )
     overlap: bool = Field(False, description="Repeat a chunk's last unit at the next's start.")
+    unit_max_tokens: int = Field(
+        64, ge=8, description="A longer message gets a vector per window of sentences this long."
+    )
+    max_units_per_chunk: int = Field(
+        32, ge=1, description="Vectors per chunk at most (an oversize message: its first ones)."
+    )
 
 
 class EmbedderSettings(BaseModel):
@@ -118,35 +132,70 @@ class RecallSettings(BaseModel):
     context_turns: int = Field(
         2, ge=0, description="Recent turns whose entities resolve a reference in the query."
     )
-    rrf_k: int = Field(60, ge=1, description="Reciprocal-rank fusion constant.")
-    entity_bonus: float = Field(0.01, ge=0, description="Per query entity found verbatim.")
+    entity_bonus: float = Field(
+        0.02, ge=0, description="Added to a chunk's score per query entity found verbatim."
+    )
     term_bonus: float = Field(
-        0.02, ge=0, description="Times the IDF-weighted share of query terms present."
+        0.03, ge=0, description="Added to a chunk's score × the IDF-weighted share of query terms."
     )
     recency_weight: float = Field(
         0.0005, ge=0, description="Newest chunk's prior, oldest 0: a tie-breaker, below a rank."
     )
-    # What counts as evidence (see app/core/rerank.py). Cosine is on the embedder's scale: for
-    # the local e5 model, unrelated small talk scores 0.80-0.91 against a query, often above
-    # the chunk that answers it, so these thresholds leave the decision to exact terms and
-    # entities unless two texts are near duplicates. Re-tune them for another embedder.
-    auto_min_similarity: float = Field(
-        0.92, ge=-1, le=1, description="auto mode, no reference word: cosine for a hit."
+    # What counts as evidence (see `core.rerank.evidence`): a hit's lead over the median
+    # candidate of its own query, in score units, or a share of its terms. The margins were
+    # calibrated for the local e5 model on the hard recall set's dev half, twins against
+    # questions (docs/RECALL.md); re-calibrate them for another embedder.
+    auto_min_margin: float = Field(
+        0.06, description="Recall in a turn: a hit's margin at least this (see docs/RECALL.md)."
+    )
+    asked_min_margin: float = Field(
+        0.02,
+        description="POST /recall and the memory tool: below this for every hit, no match.",
+    )
+    asked_period_min_margin: float = Field(
+        0.005,
+        description="POST /recall and the tool, a question naming a day: the floor for hits "
+        "said that day (the day itself identifies them; their words match less).",
     )
     auto_min_share: float = Field(
-        0.45, ge=0, le=1, description="auto mode: or this IDF-weighted share of query terms."
+        0.45,
+        ge=0,
+        le=1,
+        description="Recall in a turn: or this IDF-weighted share of the query's terms (without "
+        "vectors, also an entity of the query verbatim).",
     )
-    force_min_similarity: float = Field(
-        0.90, ge=-1, le=1, description="asked-for recall: cosine for a hit."
-    )
-    force_min_share: float = Field(
-        0.3, ge=0, le=1, description="asked-for recall: or this share of query terms."
+    asked_min_share: float = Field(
+        0.3, ge=0, le=1, description="POST /recall and the tool: or this share of the terms."
     )
     max_query_chars: int = Field(2000, ge=10, description="The query is cut to this length.")
     query_embed_tokens: int = Field(
         128, ge=8, description="The rewritten query is cut to this many tokens to be embedded."
     )
     hnsw_ef_search: int = Field(100, ge=1, le=1000)
+    exact_max_units: int = Field(
+        10000,
+        ge=0,
+        description="Sessions with up to this many units are searched exactly (deterministic); "
+        "larger ones through the HNSW index.",
+    )
+    units_per_candidate: int = Field(
+        4, ge=1, description="Nearest units fetched per candidate chunk wanted (R)."
+    )
+    context_weight: float = Field(
+        0.3, ge=0, description="A chunk's vector score: its best unit + this × its mean vector's."
+    )
+    period_bonus: float = Field(
+        0.1, ge=0, description="Added to a unit's vector score when said on the day asked about."
+    )
+    speaker_bonus: float = Field(
+        0.05, ge=0, description="Added to a unit's vector score when its speaker is named."
+    )
+    question_shift: float = Field(
+        1.0,
+        ge=0,
+        description="The query vector minus this × the centroid of generic questions: "
+        "what every question shares stops favouring short, question-like units.",
+    )
     embed_timeout_s: float = Field(5.0, gt=0)
 
 

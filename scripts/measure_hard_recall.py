@@ -26,7 +26,14 @@ from app.store.embedded import fresh_database, start_embedded
 from app.store.migrate import upgrade_head
 
 
-async def main(window: int, pressures: list[float], ceiling: bool) -> list[dict[str, object]]:
+def recall_overrides(pairs: list[str]) -> dict[str, float]:
+    """`name=value` pairs for the recall settings, for ablations (`question_shift=0`)."""
+    return {name: float(value) for name, _, value in (p.partition("=") for p in pairs)}
+
+
+async def main(
+    window: int, pressures: list[float], ceiling: bool, overrides: dict[str, float]
+) -> list[dict[str, object]]:
     admin = start_embedded(Path(tempfile.mkdtemp(prefix="ebbtide-hard-")), database="postgres")
     url = fresh_database(admin, "hard_recall")
     await asyncio.to_thread(upgrade_head, url)
@@ -35,7 +42,7 @@ async def main(window: int, pressures: list[float], ceiling: bool) -> list[dict[
         database=database,
         counter=default_counter(),
         embedder=LocalEmbedder(),
-        settings=Settings(database_url=url),
+        settings=Settings(database_url=url, recall=overrides),
     )
     config = HardConfig(window=window, pressures=tuple(pressures))
     report = []
@@ -80,7 +87,9 @@ if __name__ == "__main__":
     parser.add_argument("--pressures", type=float, nargs="+", default=[3])
     parser.add_argument("--ceiling", action="store_true")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--set", nargs="*", default=[], help="recall settings: name=value")
     args = parser.parse_args()
-    report = asyncio.run(main(args.window, args.pressures, args.ceiling))
+    overrides = recall_overrides(args.set)
+    report = asyncio.run(main(args.window, args.pressures, args.ceiling, overrides))
     if args.out is not None:
         args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False))

@@ -38,6 +38,10 @@ def make_window_message(**overrides: Any) -> WindowMessage:
     return WindowMessage(**values)
 
 
+# The hash embedder's vectors are hashed words: its recall margins run larger than e5's.
+HASH_RECALL = {"auto_min_margin": 0.5, "asked_min_margin": 0.35}
+
+
 def words(count: int, word: str = "lorem") -> str:
     """`count` tokens of filler under the whitespace counter (and roughly so in tiktoken)."""
     return " ".join(f"{word}{i % 10}" for i in range(count))

@@ -20,6 +20,7 @@ from app.settings import Settings, get_settings
 from app.store.database import Database, async_url
 from app.store.embedded import drop_database, fresh_database, start_embedded, url_of_database
 from app.store.migrate import upgrade_head
+from tests.builders import HASH_RECALL
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,9 +56,6 @@ async def connection(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
 @pytest.fixture
 def database(connection: AsyncConnection) -> Database:
     return Database.bound(connection)
-
-
-HASH_RECALL = {"auto_min_similarity": 0.5, "force_min_similarity": 0.35}  # hash scale
 
 
 def make_settings(**overrides: object) -> Settings:

@@ -116,7 +116,13 @@ async def post_recall(
     """Search the session's offloaded chunks: raw text headed `[ts | turn a-b | chunk_id]`,
     capped per item and in total, or an explicit no match."""
     found = await recall_query(
-        ctx, tenant, session_id, body.query, body.top_k, budget_tokens=body.budget_tokens
+        ctx,
+        tenant,
+        session_id,
+        body.query,
+        body.top_k,
+        budget_tokens=body.budget_tokens,
+        asked_at=body.asked_at,
     )
     return RecallResponse.model_validate(found)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal, assert_never
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
 
 from app.core import results
 from app.core.inputs import INT32_MAX, InputModel
@@ -110,8 +110,13 @@ class Usage(_View):
     calibration_ratio: float
     context_window: int
     reserve_tokens: int
-    budget: int
-    watermark: float = Field(description="prompt_tokens / budget after this turn's offload.")
+    recall_reserve_tokens: int = Field(
+        description="Kept for automatic recall on top of the budget (budget.recall_share)."
+    )
+    budget: int = Field(description="context_window − reserve_tokens − recall_reserve_tokens.")
+    watermark: float = Field(
+        description="The prompt without recalled text / budget, after this turn's offload."
+    )
     trigger_ratio: float = Field(description="prompt_tokens / budget before any offload.")
     level: Literal["normal", "offload", "emergency"]
 
@@ -129,8 +134,14 @@ class OffloadReport(_View):
 
 class RecallHit(_View):
     chunk_id: str
-    score: float
-    vector_score: float | None
+    score: float = Field(description="The fused score that ranks the hits of one query.")
+    confidence: float = Field(
+        description="The score's lead over the median candidate of the same query: above "
+        "the asked-for floor the hit counts as evidence (docs/RECALL.md)."
+    )
+    vector_score: float | None = Field(
+        description="Cosine of the chunk's best unit with the query (None: found by words only)."
+    )
     lexical_score: float | None
     turn_range: list[int]
     ts: TimestampSeconds
@@ -154,6 +165,12 @@ class RecallRequest(InputModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(min_length=1, max_length=4000)
+    asked_at: AwareDatetime | None = Field(
+        None,
+        description="When the question is asked (RFC 3339 with an offset): dates in it "
+        '("on 12 March", "last Friday", "3月12日") are read in its time zone. '
+        "Default: now, in UTC.",
+    )
     top_k: int | None = Field(
         None,
         ge=1,
@@ -287,8 +304,9 @@ class StatusView(_View):
     model: str | None
     context_window: int | None
     reserve_tokens: int | None = None
+    recall_reserve_tokens: int | None = None
     budget: int | None = None
-    prompt_tokens: int | None = None
+    prompt_tokens: int | None = Field(None, description="The last prompt, recalled text aside.")
     watermark: float | None = None
     level: Literal["normal", "offload", "emergency"] | None = None
     levels: Levels | None = None
@@ -308,6 +326,7 @@ class StatusView(_View):
             model=status.model,
             context_window=window.context_window if window else None,
             reserve_tokens=window.reserve_tokens if window else None,
+            recall_reserve_tokens=window.recall_reserve_tokens if window else None,
             budget=window.budget if window else None,
             prompt_tokens=window.prompt_tokens if window else None,
             watermark=window.watermark if window else None,

@@ -16,19 +16,19 @@ from pgvector.psycopg import register_vector
 
 from app.core.stats import percentiles
 from app.core.types import session_key
-from app.services.recall import search_archive
+from app.services.recall import QueryVectors, search_archive
+from app.settings import RecallSettings
 from app.store.database import Database
 from app.store.migrate import upgrade_head
 from app.store.models import DEFAULT_TENANT, EMBEDDING_DIMENSION
-from app.store.recall import lexical_candidates, vector_candidates
+from app.store.recall import lexical_candidates, unit_candidates
 
 SESSION = session_key(DEFAULT_TENANT, "bench-archive")
 MODEL = "bench-synthetic"
 VOCABULARY = 5000
 TERMS_PER_CHUNK = 40
 TERMS_PER_QUERY = 4
-CANDIDATES = 30  # R, as recall asks for
-EF_SEARCH = 100
+UNITS_PER_CHUNK = 4  # a chunk of three turns: about one unit per message
 COPY_BATCH = 5000
 
 
@@ -63,8 +63,12 @@ def _load(url: str, start: int, stop: int, rng: np.random.Generator) -> tuple[fl
     with psycopg.connect(_psycopg_url(url), autocommit=True) as connection:
         register_vector(connection)
         connection.execute("DROP INDEX IF EXISTS ix_chunks_embedding_hnsw")
+        connection.execute("DROP INDEX IF EXISTS ix_chunk_units_embedding_hnsw")
         connection.execute(
             "CREATE TEMP TABLE stage (id varchar(40), n int, embedding vector(384), terms text[])"
+        )
+        connection.execute(
+            "CREATE TEMP TABLE unit_stage (id varchar(40), ord int, embedding vector(384))"
         )
         began = time.perf_counter()
         for first in range(start, stop, COPY_BATCH):
@@ -78,6 +82,14 @@ def _load(url: str, start: int, stop: int, rng: np.random.Generator) -> tuple[fl
                     for i in range(count):
                         row_terms = [f"term{t}" for t in terms[i]]
                         copy.write_row((f"ck_bench_{first + i}", first + i, vectors[i], row_terms))
+            units = _vectors(rng, count * UNITS_PER_CHUNK)
+            with connection.cursor() as cursor:
+                copy_sql = "COPY unit_stage (id, ord, embedding) FROM STDIN WITH (FORMAT BINARY)"
+                with cursor.copy(copy_sql) as copy:
+                    copy.set_types(["varchar", "int4", "vector"])
+                    for j in range(count * UNITS_PER_CHUNK):
+                        chunk = first + j // UNITS_PER_CHUNK
+                        copy.write_row((f"ck_bench_{chunk}", j % UNITS_PER_CHUNK, units[j]))
         connection.execute(
             "INSERT INTO chunks (session_id, id, kind, turn_start, turn_end, seq_start, seq_end, "
             "roles, first_ts, last_ts, raw_text, tokens, summary_hint, embedding, "
@@ -87,6 +99,12 @@ def _load(url: str, start: int, stop: int, rng: np.random.Generator) -> tuple[fl
             "array_to_tsvector(terms), md5(id) FROM stage",
             (SESSION, MODEL),
         )
+        connection.execute(
+            "INSERT INTO chunk_units (session_id, chunk_id, ord, seq, said_at, text_start, "
+            "text_end, embedding, embedding_model) "
+            "SELECT %s, id, ord, 0, now(), 0, 1, embedding, %s FROM unit_stage",
+            (SESSION, MODEL),
+        )
         loaded = time.perf_counter() - began
         began = time.perf_counter()
         connection.execute("SET maintenance_work_mem = '1GB'")
@@ -94,7 +112,12 @@ def _load(url: str, start: int, stop: int, rng: np.random.Generator) -> tuple[fl
             "CREATE INDEX ix_chunks_embedding_hnsw ON chunks USING hnsw "
             "(embedding vector_cosine_ops)"
         )
+        connection.execute(
+            "CREATE INDEX ix_chunk_units_embedding_hnsw ON chunk_units USING hnsw "
+            "(embedding vector_ip_ops)"
+        )
         connection.execute("ANALYZE chunks")
+        connection.execute("ANALYZE chunk_units")
         return loaded, time.perf_counter() - began
 
 
@@ -105,26 +128,31 @@ async def _search(
     its two queries."""
     timings: dict[str, list[float]] = {"vector": [], "lexical": [], "search": []}
     vectors = _vectors(rng, queries)
+    settings = RecallSettings()
     for i in range(queries):
         terms = [f"term{t}" for t in rng.integers(0, VOCABULARY, size=TERMS_PER_QUERY)]
         qvec = vectors[i].tolist()
+        query = QueryVectors(qvec, qvec)
         began = time.perf_counter()
-        found, _ = await search_archive(
-            database,
-            SESSION,
-            model=MODEL,
-            qvec=qvec,
-            terms=terms,
-            limit=CANDIDATES,
-            ef_search=EF_SEARCH,
+        found = await search_archive(
+            database, SESSION, model=MODEL, query=query, terms=terms, settings=settings
         )
         timings["search"].append((time.perf_counter() - began) * 1000)
-        assert len(found) == CANDIDATES  # the index answered R rows, no exact fallback
+        assert len(found.by_vector) == settings.candidates
         async with database.transaction() as db:
             began = time.perf_counter()
-            await vector_candidates(db, SESSION, MODEL, qvec, CANDIDATES, EF_SEARCH)
+            await unit_candidates(
+                db,
+                SESSION,
+                MODEL,
+                qvec,
+                qvec,
+                settings.candidates * settings.units_per_candidate,
+                ef_search=settings.hnsw_ef_search,
+                exact_max_units=settings.exact_max_units,
+            )
             middle = time.perf_counter()
-            await lexical_candidates(db, SESSION, terms, CANDIDATES)
+            await lexical_candidates(db, SESSION, terms, settings.candidates)
             timings["vector"].append((middle - began) * 1000)
             timings["lexical"].append((time.perf_counter() - middle) * 1000)
     return timings
@@ -155,9 +183,12 @@ async def measure(url: str, sizes: Sequence[int], queries: int, seed: int) -> di
                 "lexical_ms": percentiles(timings["lexical"]),
             }
         )
+    settings = RecallSettings()
     return {
         "sizes": results,
-        "setup": f"one session; random unit vectors ({EMBEDDING_DIMENSION} dims); "
-        f"{TERMS_PER_CHUNK} terms per chunk from {VOCABULARY}; queries of {TERMS_PER_QUERY} "
-        f"terms; R = {CANDIDATES}; hnsw.ef_search = {EF_SEARCH}",
+        "setup": f"one session; random unit vectors ({EMBEDDING_DIMENSION} dims), "
+        f"{UNITS_PER_CHUNK} units per chunk; {TERMS_PER_CHUNK} terms per chunk from "
+        f"{VOCABULARY}; queries of {TERMS_PER_QUERY} terms; R = {settings.candidates}; "
+        f"exact below {settings.exact_max_units} units, else hnsw.ef_search = "
+        f"{settings.hnsw_ef_search}",
     }

@@ -1,10 +1,10 @@
 """Watermark policy (docs/DESIGN.md §2): levels, reserve, floor, cooldown and the offload plan.
 
-With C the context window and r the reserve, the budget is C − r and, for a prompt of u
-tokens:
-- normal     u <  offload_ratio   · (C − r)       nothing happens
-- offload    u >= offload_ratio   · (C − r)       batch offload down to target_ratio · (C − r)
-- emergency  u >= emergency_ratio · (C − r)       offload even during the cooldown
+With C the context window, r the reserve and R the room kept for automatic recall, the budget
+is C − r − R and, for a prompt of u tokens (recalled text aside):
+- normal     u <  offload_ratio   · budget       nothing happens
+- offload    u >= offload_ratio   · budget       batch offload down to target_ratio · budget
+- emergency  u >= emergency_ratio · budget       offload even during the cooldown
 
 Invariants of `plan_offload`:
 - only whole units move (a unit is an assistant tool call with its results, or one message),
@@ -52,12 +52,17 @@ class Policy:
 
 @dataclass(frozen=True)
 class Budget:
+    """C, the reply's reserve r and the room kept for automatic recall: the watermark lines
+    are shares of what is left for the rest of the prompt, C − r − recall_reserve, so an
+    offload always leaves room for recalled evidence on top."""
+
     context_window: int
     reserve: int
+    recall_reserve: int = 0
 
     @property
     def available(self) -> int:
-        return self.context_window - self.reserve
+        return self.context_window - self.reserve - self.recall_reserve
 
     def line(self, ratio: float) -> int:
         return int(ratio * self.available)

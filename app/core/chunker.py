@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from app.core.budget import Unit
-from app.core.lexical import distinct_terms
+from app.core.lexical import distinct_terms, sentences
 from app.core.ports import TokenCounter
-from app.core.types import ChunkDraft, ChunkKind, WindowMessage
+from app.core.types import ChunkDraft, ChunkKind, UnitDraft, WindowMessage
 from app.core.vectors import cosine, mean_vector
 
 SUMMARY_HINT_WORDS = 12
@@ -70,20 +70,82 @@ def _timestamp(moment: datetime) -> str:
     return moment.isoformat(timespec="seconds")
 
 
-def render_message(item: WindowMessage) -> str:
-    """The message as it is kept in a chunk: a header line, then the text verbatim."""
+def _header(item: WindowMessage) -> str:
     message = item.message
     label: str = message.role
     if message.role == "tool":
         label = f"tool {message.tool_call_id}"
     elif message.name:
         label = f"{message.role} {message.name}"
-    lines = [f"[turn {item.turn} · {label} · {_timestamp(item.created_at)}]"]
-    if message.content:
-        lines.append(message.content)
+    return f"[turn {item.turn} · {label} · {_timestamp(item.created_at)}]"
+
+
+def _body(item: WindowMessage) -> str:
+    message = item.message
+    lines = [message.content] if message.content else []
     for call in message.tool_calls or []:
         lines.append(f"tool_call {json.dumps(call.model_dump(), ensure_ascii=False)}")
     return "\n".join(lines)
+
+
+def render_message(item: WindowMessage) -> str:
+    """The message as it is kept in a chunk: a header line, then the text verbatim."""
+    body = _body(item)
+    return f"{_header(item)}\n{body}" if body else _header(item)
+
+
+@dataclass(frozen=True)
+class UnitPolicy:
+    """How a chunk is cut into the units that get vectors of their own."""
+
+    max_tokens: int  # a longer message is cut into windows of whole sentences up to this
+    max_units: int  # per chunk: an oversize message embeds its first windows only
+
+
+def _windows(body: str, policy: UnitPolicy, count: Callable[[str], int]) -> list[tuple[int, int]]:
+    """(start, end) spans of `body`: all of it when short, else consecutive sentences
+    grouped up to `max_tokens` each (a longer sentence is a window of its own)."""
+    if count(body) <= policy.max_tokens:
+        return [(0, len(body))]
+    spans: list[tuple[int, int]] = []
+    start = at = size = 0
+    for sentence in sentences(body):
+        tokens = count(sentence)
+        if at > start and size + tokens > policy.max_tokens:
+            spans.append((start, at))
+            start, size = at, 0
+        at += len(sentence)
+        size += tokens
+    spans.append((start, at))
+    return [(a, b) for a, b in spans if body[a:b].strip()]
+
+
+def _layout(
+    messages: Sequence[WindowMessage], policy: UnitPolicy, count: Callable[[str], int]
+) -> tuple[str, tuple[UnitDraft, ...]]:
+    """The chunk's text (messages rendered, blank lines between) and its units."""
+    parts: list[str] = []
+    units: list[UnitDraft] = []
+    at = 0
+    for item in messages:
+        rendered = render_message(item)
+        body = _body(item)
+        body_at = at + len(rendered) - len(body)
+        for start, end in _windows(body, policy, count) if body else []:
+            if len(units) < policy.max_units:
+                units.append(
+                    UnitDraft(
+                        ord=len(units),
+                        seq=item.seq,
+                        created_at=item.created_at,
+                        start=body_at + start,
+                        end=body_at + end,
+                        speaker=item.message.name,
+                    )
+                )
+        parts.append(rendered)
+        at += len(rendered) + 2
+    return "\n\n".join(parts), tuple(units)
 
 
 def _summary_hint(messages: Sequence[WindowMessage]) -> str:
@@ -95,8 +157,13 @@ def _summary_hint(messages: Sequence[WindowMessage]) -> str:
 
 
 def _draft(
-    messages: Sequence[WindowMessage], kind: ChunkKind, raw_text: str, tokens: int, chunk_id: str
+    messages: Sequence[WindowMessage],
+    kind: ChunkKind,
+    chunk_id: str,
+    counter: TokenCounter,
+    units: UnitPolicy,
 ) -> ChunkDraft:
+    raw_text, unit_drafts = _layout(messages, units, counter.count)
     return ChunkDraft(
         id=chunk_id,
         kind=kind,
@@ -107,10 +174,11 @@ def _draft(
         first_ts=min(m.created_at for m in messages),
         last_ts=max(m.created_at for m in messages),
         raw_text=raw_text,
-        tokens=tokens,
+        tokens=counter.count(raw_text),
         summary_hint=_summary_hint(messages),
         content_hash=content_hash(raw_text),
         lexical_terms=distinct_terms(raw_text),
+        units=unit_drafts,
     )
 
 
@@ -135,6 +203,7 @@ def remember_draft(
         summary_hint=text[:SUMMARY_HINT_CHARS],
         content_hash=content_hash(text),
         lexical_terms=distinct_terms(text),
+        units=(UnitDraft(0, REMEMBER_SEQ, now, 0, len(text)),),
     )
 
 
@@ -146,12 +215,22 @@ def unit_text(unit: Sequence[WindowMessage]) -> str:
     return "\n\n".join(render_message(m) for m in unit)
 
 
+def message_unit_texts(
+    item: WindowMessage, policy: UnitPolicy, count: Callable[[str], int]
+) -> list[str]:
+    """What gets embedded for one message: the texts of its units, the same wherever the
+    message ends up (a chunk's units are its messages' units)."""
+    raw_text, units = _layout([item], policy, count)
+    return [unit.text(raw_text) for unit in units]
+
+
 @dataclass(frozen=True)
 class TopicPolicy:
     min_tokens: int
     max_tokens: int
     similarity: float
     overlap: bool
+    units: UnitPolicy
 
 
 def segment(
@@ -192,8 +271,7 @@ def build_chunks(
     for number, group in enumerate(segment(unit_tokens, vectors, policy)):
         indices = [group[0] - 1, *group] if policy.overlap and number > 0 else group
         messages = [m for index in indices for m in units[index]]
-        raw_text = "\n\n".join(render_message(m) for m in messages)
-        draft = _draft(messages, ChunkKind.OFFLOAD, raw_text, counter.count(raw_text), new_id())
+        draft = _draft(messages, ChunkKind.OFFLOAD, new_id(), counter, policy.units)
         vector = mean_vector([vectors[i] for i in indices]) if vectors is not None else None
         built.append((draft, vector))
     return built
@@ -228,7 +306,8 @@ def make_stub(
     return "\n".join(parts)
 
 
-def oversize_chunk(item: WindowMessage, counter: TokenCounter, chunk_id: str) -> ChunkDraft:
+def oversize_chunk(
+    item: WindowMessage, counter: TokenCounter, chunk_id: str, units: UnitPolicy
+) -> ChunkDraft:
     """A chunk holding one oversize message verbatim; `item` carries the posted text."""
-    raw_text = render_message(item)
-    return _draft([item], ChunkKind.OVERSIZE, raw_text, counter.count(raw_text), chunk_id)
+    return _draft([item], ChunkKind.OVERSIZE, chunk_id, counter, units)

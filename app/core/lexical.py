@@ -43,3 +43,12 @@ def lexical_terms(text: str) -> list[str]:
 
 def distinct_terms(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(lexical_terms(text)))
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？;；\n])")
+
+
+def sentences(text: str) -> list[str]:
+    """The text cut after each sentence end (Latin and CJK punctuation, line breaks); the
+    pieces joined give the text back."""
+    return [piece for piece in _SENTENCE_END.split(text) if piece]

@@ -17,6 +17,7 @@ from typing import Any
 from app.core import budget as policy_math
 from app.core.budget import Budget, Level, Policy
 from app.core.chunker import (
+    UnitPolicy,
     as_budget_unit,
     group_units,
     make_stub,
@@ -84,6 +85,8 @@ class PlanPolicy:
     oversize_max_tokens: int
     stub: StubShape
     calibration: Calibration
+    units: UnitPolicy
+    recall_share: float  # of C − r, kept free for automatic recall (`Budget.recall_reserve`)
 
 
 @dataclass(frozen=True)
@@ -179,11 +182,15 @@ class TurnPlan:
         return bool(self.offload_units)
 
 
-def session_budget(rules: PlanPolicy, window: int, reserve_override: int | None) -> Budget:
+def session_budget(
+    rules: PlanPolicy, window: int, reserve_override: int | None, recall: RecallMode = "auto"
+) -> Budget:
+    """C, r and the share kept for automatic recall (none when the session's recall is off)."""
     reserve = policy_math.resolve_reserve(
         window, reserve_override, rules.reserve_tokens, rules.reserve_max_fraction
     )
-    return Budget(window, reserve)
+    share = 0.0 if recall == "off" else rules.recall_share
+    return Budget(window, reserve, int(share * max(0, window - reserve)))
 
 
 def session_policy(rules: PlanPolicy, overrides: dict[str, Any]) -> Policy:
@@ -203,7 +210,7 @@ def resolve_config(
             model=model,
         )
     reserve_override = inp.reserve_tokens if inp.reserve_tokens is not None else snap.reserve_tokens
-    budget = session_budget(rules, window, reserve_override)
+    budget = session_budget(rules, window, reserve_override, inp.recall)
     if budget.reserve >= window:
         raise InvalidWindow(
             "reserve_tokens must be smaller than context_window",
@@ -287,11 +294,11 @@ def stage_messages(
             turn=turn,
             message=message,
             tokens=count_message(counter, message),
-            created_at=now,
+            created_at=message.created_at or now,
         )
         if item.tokens > limit and message.content:
             chunk_id = new_id()
-            drafts.append(oversize_chunk(item, counter, chunk_id))
+            drafts.append(oversize_chunk(item, counter, chunk_id, rules.units))
             stub = make_stub(
                 chunk_id,
                 message.content,

@@ -1,17 +1,19 @@
 """Ranking recalled chunks and packing them into the prompt (docs/DESIGN.md §4).
 
 Policy:
-- Two candidate lists, vector (cosine) and lexical (share of the query's terms present), are
-  fused by reciprocal rank: score = Σ 1 / (rrf_k + rank). Exact matches add to it: each query
-  entity found verbatim `entity_bonus`, the IDF-weighted share of the query's terms present
-  times `term_bonus`; a small recency prior adds up to `recency_weight` for the newest.
+- A chunk's vector score is its best unit's inner product with the shifted query (the query
+  minus the centroid of subject-less questions), plus a share of its mean vector's; a unit said
+  on the day the question names, or by a participant it names, is lifted (`UnitFocus`).
+- Fusion stays in those units: the IDF-weighted share of the query's terms present times
+  `term_bonus`, each query entity found verbatim `entity_bonus`, a recency tie-break. A chunk
+  only the lexical channel found starts from the weakest vector candidate's score.
 - An external reranker, when configured, reorders by its own scores; when it fails the fusion
   order stands and the caller flags it.
-- A hit must be evidence, not merely the nearest chunk: cosine at a threshold, an entity of
-  the query found verbatim, or a share of the query's (IDF-weighted) terms present. In `auto`
-  mode without a reference word the thresholds are higher than when recall is asked for (a
-  reference word, `force`, the endpoint). So an unrelated archive yields no hit and, for a
-  reference question, the explicit no-match line.
+- A hit must be evidence, not merely the nearest chunk (`evidence`): its margin over the
+  query's median candidate (lifts aside), or a share of the query's terms, at the floors of
+  the caller (a turn, or recall asked for); a question naming a day is answered from that
+  day only. So an unrelated archive yields no hit and, for a reference question, the explicit
+  no-match line.
 - Packing: best first, at most k items and B tokens; one item at most `per_chunk_tokens`,
   cut to the sentences around the best match of the query, with a marker naming the chunk;
   chunks wholly inside the window and repeated ids are skipped; the block lists the items in
@@ -22,11 +24,13 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from app.core.lexical import distinct_terms
+from app.core.dates import Period
+from app.core.lexical import distinct_terms, sentences
 from app.core.rewrite import RewrittenQuery
 
 NO_MATCH_LINE = (
@@ -35,8 +39,71 @@ NO_MATCH_LINE = (
 )
 
 
+# Questions with no subject of their own. Every question's embedding shares their direction, so
+# short, question-like units sit near any question; recall subtracts their centroid from the
+# query vector (`shifted_query`), which ranks units by what the question asks about instead.
+GENERIC_QUESTIONS = (
+    "What did I say about that?",
+    "Tell me more about it.",
+    "What happened?",
+    "Can you remind me what we talked about?",
+    "What was it again?",
+    "Who said that?",
+    "When was that?",
+    "How much was it?",
+    "我说了什么？",
+    "那件事怎么样了？",
+    "发生了什么？",
+    "我们之前聊过什么？",
+    "那是什么来着？",
+    "谁说的？",
+    "什么时候的事？",
+    "多少钱来着？",
+)
+
+
+def shifted_query(
+    query: Sequence[float], centroid: Sequence[float] | None, weight: float
+) -> list[float]:
+    """`query − weight × centroid` (the query itself without a centroid)."""
+    if centroid is None or weight == 0:
+        return list(query)
+    return [q - weight * c for q, c in zip(query, centroid, strict=True)]
+
+
+@dataclass(frozen=True)
+class UnitFocus:
+    """What lifts a unit above its vector score: being said on the day the question names,
+    or by a participant it names (`name` of the message, matched as a whole word)."""
+
+    question: str
+    period: Period | None
+    period_bonus: float
+    speaker_bonus: float
+
+    def bonus(self, said_at: datetime, speaker: str | None) -> float:
+        lift = 0.0
+        if self.period is not None and self.period.holds(said_at):
+            lift += self.period_bonus
+        if speaker and names_speaker(self.question, speaker):
+            lift += self.speaker_bonus
+        return lift
+
+
+def names_speaker(question: str, speaker: str) -> bool:
+    """Whether the question names the speaker: as a word in Latin script ("Tom", not
+    "tomorrow"), as a substring in CJK ("小林说")."""
+    if not speaker.isascii():
+        return speaker in question
+    return re.search(rf"(?<![\w]){re.escape(speaker)}(?![\w])", question, re.IGNORECASE) is not None
+
+
 @dataclass(frozen=True)
 class Candidate:
+    """A chunk that may answer the query. `vector_score` ranks: its best unit's inner
+    product with the shifted query, plus a share of its mean vector's; `similarity` is that
+    best unit's plain cosine with the query."""
+
     chunk_id: str
     turn_start: int
     turn_end: int
@@ -47,6 +114,13 @@ class Candidate:
     tokens: int
     vector_score: float | None = None
     lexical_score: float | None = None
+    similarity: float | None = None
+    lift: float = 0.0  # what `UnitFocus` added to its best unit (ranks, is not evidence)
+    last_ts: datetime | None = None
+
+    def said_within(self, period: Period) -> bool:
+        """Whether any of the chunk was said within `period`."""
+        return self.first_ts < period.end and (self.last_ts or self.first_ts) >= period.start
 
 
 @dataclass(frozen=True)
@@ -54,6 +128,7 @@ class ScoredHit:
     candidate: Candidate
     score: float
     entity_matches: int
+    margin: float = 0.0  # the score's lead over the median candidate of the same query
 
 
 @dataclass(frozen=True)
@@ -81,46 +156,41 @@ def lexical_scores(query_terms: Collection[str], texts: Sequence[str]) -> list[f
     return [sum(weight[t] for t in query_terms if t in terms) / total for terms in present]
 
 
-def _ranks(
-    candidates: Sequence[Candidate], key: Callable[[Candidate], float | None]
-) -> dict[str, int]:
-    scored = [(key(c), c.chunk_id) for c in candidates if (key(c) or 0) > 0]
-    scored.sort(key=lambda pair: -(pair[0] or 0))
-    return {chunk_id: rank for rank, (_, chunk_id) in enumerate(scored, start=1)}
-
-
 def entity_matches(entities: Sequence[str], text: str) -> int:
     lowered = text.lower()
     return sum(entity.lower() in lowered for entity in entities)
 
 
+@dataclass(frozen=True)
+class FusionWeights:
+    """What exact matches add to a chunk's vector score (in the vector score's own units)."""
+
+    term: float  # × the IDF-weighted share of the query's terms present
+    entity: float  # per query entity found verbatim
+    recency: float  # × turn_end / newest turn: a tie-breaker
+
+
 def fuse(
-    candidates: Sequence[Candidate],
-    query: RewrittenQuery,
-    *,
-    rrf_k: int,
-    entity_bonus: float,
-    term_bonus: float,
-    recency_weight: float,
+    candidates: Sequence[Candidate], query: RewrittenQuery, weights: FusionWeights
 ) -> list[ScoredHit]:
-    """Candidates by fused score, best first; each chunk once."""
+    """Candidates by fused score, best first; each chunk once. A chunk only the lexical
+    channel found starts from the weakest vector candidate's score (0 with no vectors), so
+    exact matches can lift it, but words alone never outrank what the question means."""
     unique = list({c.chunk_id: c for c in candidates}.values())
-    vector = _ranks(unique, lambda c: c.vector_score)
-    lexical = _ranks(unique, lambda c: c.lexical_score)
+    floor = min((c.vector_score for c in unique if c.vector_score is not None), default=0.0)
     newest = max((c.turn_end for c in unique), default=1) or 1
+    content: dict[str, float] = {}
     hits = []
     for candidate in unique:
-        score = sum(
-            1 / (rrf_k + ranks[candidate.chunk_id])
-            for ranks in (vector, lexical)
-            if candidate.chunk_id in ranks
-        )
         matches = entity_matches(query.entities, candidate.raw_text)
-        score += entity_bonus * matches + term_bonus * (candidate.lexical_score or 0)
-        score += recency_weight * candidate.turn_end / newest
-        hits.append(ScoredHit(candidate, score, matches))
+        score = floor if candidate.vector_score is None else candidate.vector_score
+        score += weights.term * (candidate.lexical_score or 0) + weights.entity * matches
+        score += weights.recency * candidate.turn_end / newest
+        content[candidate.chunk_id] = score
+        hits.append(ScoredHit(candidate, score + candidate.lift, matches))
     hits.sort(key=lambda hit: (-hit.score, hit.candidate.chunk_id))
-    return hits
+    median = statistics.median(content.values()) if hits else 0.0
+    return [replace(h, margin=content[h.candidate.chunk_id] - median) for h in hits]
 
 
 def reorder(hits: Sequence[ScoredHit], scores: Sequence[float]) -> list[ScoredHit]:
@@ -129,15 +199,40 @@ def reorder(hits: Sequence[ScoredHit], scores: Sequence[float]) -> list[ScoredHi
     return sorted(rescored, key=lambda hit: -hit.score)
 
 
-def is_evidence(hit: ScoredHit, *, min_similarity: float, min_share: float) -> bool:
-    """Whether a hit is related to the query at all: close enough in vector space, an entity
-    of the query found verbatim, or at least `min_share` of the query's (IDF-weighted) terms."""
-    candidate = hit.candidate
-    similar = (candidate.vector_score or 0) >= min_similarity
-    lexical = (candidate.lexical_score or 0) >= min_share > 0 or (
-        min_share == 0 and (candidate.lexical_score or 0) > 0
-    )
-    return similar or lexical or hit.entity_matches > 0
+@dataclass(frozen=True)
+class EvidenceRules:
+    min_margin: float
+    min_share: float
+    words_only: bool = False  # no vector scores at all
+    entities: bool = False  # an entity of the query found verbatim is evidence on its own
+    period: Period | None = None  # the day the question names
+
+
+def evidence(hits: Sequence[ScoredHit], rules: EvidenceRules, *, gated: bool) -> list[ScoredHit]:
+    """The hits that count as evidence: a lead of what a chunk says over the query's median
+    candidate (`margin`; the day and speaker lifts rank but are no evidence), or at least
+    `min_share` of the query's IDF-weighted terms. Margins, not similarities, because an
+    embedder's similarities are compressed and shift from query to query. `words_only` (no
+    vectors: the embedder down, busy, or of another model than the archive's): the terms, or
+    an entity of the query verbatim; `entities`: such an entity counts with vectors too (recall
+    asked for by name: "Zorblax"). A question that names a day is answered from that day
+    only. Ungated (asked for, a reference word, `force`) the best hits are returned whenever
+    one is evidence, nothing otherwise; gated (automatic) only the hits that are evidence
+    themselves."""
+    if rules.period is not None:
+        period = rules.period
+        hits = [h for h in hits if h.candidate.said_within(period)]
+
+    def holds(hit: ScoredHit) -> bool:
+        worded = (hit.candidate.lexical_score or 0) >= rules.min_share > 0
+        named = (rules.entities or rules.words_only) and hit.entity_matches > 0
+        if rules.words_only:
+            return worded or named
+        return worded or named or hit.margin >= rules.min_margin
+
+    if not any(holds(h) for h in hits):
+        return []
+    return [h for h in hits if holds(h)] if gated else list(hits)
 
 
 def truncate_to_tokens(text: str, max_tokens: int, count: Callable[[str], int]) -> tuple[str, bool]:
@@ -149,9 +244,6 @@ def truncate_to_tokens(text: str, max_tokens: int, count: Callable[[str], int]) 
     while cut > 1 and count(text[:cut]) > max_tokens:
         cut = cut * 9 // 10
     return text[:cut], True
-
-
-_SEGMENT_END = re.compile(r"(?<=[.!?。！？;；\n])")
 
 
 def _focus_score(segment: str, focus: Sequence[str]) -> int:
@@ -166,7 +258,7 @@ def excerpt(
     `focus` terms (the head when none does), with `[…]` where text was left out."""
     if count(text) <= max_tokens:
         return text, False
-    segments = [s for s in _SEGMENT_END.split(text) if s]
+    segments = sentences(text)
     scores = [_focus_score(s, focus) for s in segments]
     best = max(range(len(segments)), key=lambda i: (scores[i], -i))
     sizes = [count(s) for s in segments]

@@ -32,8 +32,9 @@ class TurnUsage:
     calibration_ratio: float
     context_window: int
     reserve_tokens: int
-    budget: int
-    watermark: float  # prompt_tokens / budget after this turn's offload
+    recall_reserve_tokens: int  # kept for automatic recall, on top of the budget
+    budget: int  # C − r − recall reserve: what the watermark lines are shares of
+    watermark: float  # the prompt without recalled text / budget, after this turn's offload
     trigger_ratio: float  # prompt_tokens / budget before any offload
     level: Level
 
@@ -56,6 +57,7 @@ class RecalledChunk:
 
     chunk_id: str
     score: float
+    confidence: float  # the score's lead over the query's median candidate (see core.rerank)
     vector_score: float | None
     lexical_score: float | None
     turn_range: TurnRange
@@ -151,6 +153,7 @@ class WatermarkView:
 
     context_window: int
     reserve_tokens: int
+    recall_reserve_tokens: int
     budget: int
     prompt_tokens: int
     watermark: float

@@ -16,7 +16,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
+from app.core.dates import Period, period_in
 from app.core.lexical import distinct_terms
 
 REFERENCE_CUES_ZH = tuple(
@@ -49,9 +51,15 @@ STOPWORDS_EN = frozenset(
     "talked remind last time one please tell can could would should there their they them "
     "picked chose set any some".split()
 )
+# Capitalised words that open sentences and questions, never names: "Would Caroline" is the
+# name Caroline.
 NAME_STOPWORDS = frozenset(
-    "What Which Who When Where Why How The A An Is Are Was Were Do Does Did Can Could Please "
-    "Tell Remind We You I It That This And Or But So Ok Okay Yes No Thanks".split()
+    "What Which Who When Where Why How The A An Is Are Was Were Do Does Did Done Can Could "
+    "Please Tell Remind We You I It That This These Those And Or But So Ok Okay Yes No Thanks "
+    "Would Will Shall Should Has Have Had Having May Might Must Am Be Been Being Let Lets Any "
+    "Some Give Show Find Say Said If Then Also Just Now Hi Hey Hello Oh Well Not Our Your My "
+    "His Her Their Its There Here On In At For To From With About After Before Since Today "
+    "Yesterday Last Next".split()
 )
 _QUOTED = re.compile(r"[\"“「『'‘]([^\"”」』'’]{2,80})[\"”」』'’]")
 _NUMBER = re.compile(r"(?<![\w\-])(?:\d[\d,.:/\-]*\d|\d)%?(?!\w)")
@@ -70,6 +78,7 @@ class RewrittenQuery:
     entities: tuple[str, ...]
     has_reference: bool
     context_entities: tuple[str, ...] = ()
+    period: Period | None = None  # the day the question names (`core.dates`)
 
 
 def has_reference(text: str) -> bool:
@@ -107,8 +116,11 @@ def content_terms(text: str) -> tuple[str, ...]:
     return tuple(t for t in distinct_terms(_strip_cues(text)) if t not in STOPWORDS_EN)
 
 
-def rewrite(query: str, recent: Sequence[str] = ()) -> RewrittenQuery:
-    """`recent`: the texts of the last one or two turns, oldest first."""
+def rewrite(
+    query: str, recent: Sequence[str] = (), asked_at: datetime | None = None
+) -> RewrittenQuery:
+    """`recent`: the texts of the last one or two turns, oldest first; `asked_at`: when the
+    question was asked, which dates in it are read against (none: dates are not read)."""
     reference = has_reference(query)
     terms = content_terms(query)
     entities = extract_entities(query)
@@ -126,4 +138,5 @@ def rewrite(query: str, recent: Sequence[str] = ()) -> RewrittenQuery:
         entities=entities,
         has_reference=reference,
         context_entities=context,
+        period=period_in(query, asked_at) if asked_at is not None else None,
     )

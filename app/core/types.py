@@ -11,7 +11,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import AwareDatetime, ConfigDict, Field, model_validator
 
 from app.core.inputs import InputModel
 
@@ -48,6 +48,9 @@ class Message(InputModel):
     name: str | None = Field(None, max_length=256)
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = Field(None, max_length=256)
+    # When it was said (RFC 3339 with an offset): stored, shown in chunk headers and recall
+    # items, and matched by dates in questions. Absent: the time the service received it.
+    created_at: AwareDatetime | None = None
 
     @model_validator(mode="after")
     def _shape_matches_role(self) -> Message:
@@ -62,7 +65,8 @@ class Message(InputModel):
         return self
 
     def to_openai(self) -> JsonObject:
-        return self.model_dump(exclude_none=True)
+        """The message as a provider takes it (no `created_at`: no provider knows the field)."""
+        return self.model_dump(exclude_none=True, exclude={"created_at"})
 
 
 def session_key(tenant_id: str, session_id: str) -> str:
@@ -106,6 +110,24 @@ class ChunkKind(StrEnum):
 
 
 @dataclass(frozen=True)
+class UnitDraft:
+    """A piece of a chunk with a vector of its own (docs/DESIGN.md §4): a message's text, or
+    one window of sentences of a long one. The text is not stored twice: it is
+    `raw_text[start:end]` of the chunk, read after `speaker: ` when the message was named."""
+
+    ord: int
+    seq: int
+    created_at: datetime
+    start: int
+    end: int
+    speaker: str | None = None
+
+    def text(self, raw_text: str) -> str:
+        body = raw_text[self.start : self.end]
+        return f"{self.speaker}: {body}" if self.speaker else body
+
+
+@dataclass(frozen=True)
 class ChunkDraft:
     """An offload chunk planned in memory, before it is embedded and written."""
 
@@ -122,3 +144,17 @@ class ChunkDraft:
     summary_hint: str
     content_hash: str
     lexical_terms: tuple[str, ...] = field(default=())
+    units: tuple[UnitDraft, ...] = field(default=())
+
+    def unit_texts(self) -> list[str]:
+        return [unit.text(self.raw_text) for unit in self.units]
+
+
+@dataclass(frozen=True)
+class EmbeddedChunk:
+    """A draft with its vectors: the chunk's mean and one per unit, in the order of
+    `draft.units` (both None when the embedder was down: written for re-embedding)."""
+
+    draft: ChunkDraft
+    vector: list[float] | None
+    unit_vectors: tuple[list[float], ...] | None = None

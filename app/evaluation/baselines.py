@@ -253,7 +253,10 @@ class EbbtideOverHttp:
         started = time.perf_counter()
         reply = await self.client.post(
             f"/sessions/{self.session_id}/turn",
-            json={"messages": [m.to_openai() for m in messages], "context_window": self.window},
+            json={
+                "messages": [m.model_dump(mode="json", exclude_none=True) for m in messages],
+                "context_window": self.window,
+            },
         )
         reply.raise_for_status()
         return _ebbtide_output(TurnResponse.model_validate(reply.json()), started)

@@ -19,7 +19,7 @@ import random
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from app.core.ports import Embedder
 from app.core.results import RecallResult, TurnResult
@@ -83,7 +83,12 @@ class PressureRun:
 
 
 def to_message(planned: PlannedMessage) -> Message:
-    return Message(role=planned.role, content=planned.content, name=planned.name)
+    return Message(
+        role=planned.role,
+        content=planned.content,
+        name=planned.name,
+        created_at=planned.created_at,
+    )
 
 
 def covered_at(answers: Sequence[str], texts: Sequence[str]) -> int | None:
@@ -101,7 +106,7 @@ def _ranked_texts(result: RecallResult) -> list[str]:
 
 
 def _top_confidence(result: RecallResult) -> float | None:
-    return max((r.score for r in result.results), default=None)
+    return max((r.confidence for r in result.results), default=None)
 
 
 async def _ingest(ctx: ServiceContext, session: str, chat: Conversation, window: int) -> TurnResult:
@@ -119,10 +124,10 @@ def _in_window(last: TurnResult, needle: HardNeedle) -> bool:
     return needle.fact[0] in window_text
 
 
-async def _recall(ctx: ServiceContext, session: str, text: str) -> RecallResult:
+async def _recall(ctx: ServiceContext, session: str, text: str, asked_at: datetime) -> RecallResult:
     budget = ctx.settings.limits.max_recall_budget_tokens
     return await recall_query(
-        ctx, DEFAULT_TENANT, session, text, RECALL_DEPTH, budget_tokens=budget
+        ctx, DEFAULT_TENANT, session, text, RECALL_DEPTH, budget_tokens=budget, asked_at=asked_at
     )
 
 
@@ -157,7 +162,8 @@ async def run_conversation(
     search_ms = []
     for needle in chat.needles:
         for twin in (False, True):
-            result = await _recall(ctx, session, needle.twin if twin else needle.question)
+            text = needle.twin if twin else needle.question
+            result = await _recall(ctx, session, text, chat.asked_at)
             recalled[(needle.id, twin)] = result
             search_ms.append(result.timings_ms.get("search", 0.0))
     turns = await _ask_turns(ctx, session, chat, window, seed)

@@ -105,6 +105,37 @@ def _plot_prompt_tokens(report: dict[str, Any], path: Path) -> None:
     plt.close(figure)
 
 
+def _cell(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def hard_tables(report: dict[str, Any]) -> list[str]:
+    """The hard recall set: one table per pressure, by language, kind and split."""
+    if not report.get("hard"):
+        return ["Not run: the hard set needs Ebbtide in-process (no `--url`)."]
+    lines: list[str] = []
+    for run in report["hard"]:
+        search = run["search_ms"]
+        lines += [
+            f"### {run['pressure']}× the window (conversations of {run['tokens']} tokens; "
+            f"recall search p50 {search['p50']:.1f} ms, p95 {search['p95']:.1f} ms)",
+            "",
+            "| group | n | R@1 | R@5 | R@10 | ceiling R@5 | twin no-match | needle in prompt "
+            "| false injection |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for row in run["rows"]:
+            lines.append(
+                f"| {row['group']} | {row['needles']} ({row['archived']} archived) "
+                f"| {_cell(row['recall_at_1'])} | {_cell(row['recall_at_5'])} "
+                f"| {_cell(row['recall_at_10'])} | {_cell(row['ceiling_at_5'])} "
+                f"| {_cell(row['twin_no_match'])} | {_cell(row['in_prompt'])} "
+                f"| {_cell(row['false_injection'])} |"
+            )
+        lines.append("")
+    return lines
+
+
 def write_report(report: dict[str, Any], out: Path, command: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
@@ -131,6 +162,12 @@ def write_report(report: dict[str, Any], out: Path, command: str) -> None:
         "",
         *task_table(report),
         "",
+        "## Hard recall set (docs/RECALL.md): paraphrases, distractors, unanswerable twins",
+        "",
+        "R@k through the recall use case (`POST /recall`), over needles whose fact had left "
+        "the window; needle in prompt and false injection through the turn (auto mode).",
+        "",
+        *hard_tables(report),
         "![recall](recall_vs_pressure.png)",
         "",
         "![prompt tokens](prompt_tokens.png)",

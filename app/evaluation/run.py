@@ -42,10 +42,12 @@ from app.evaluation.baselines import (
     TurnOutput,
     budget_of,
 )
+from app.evaluation.hard_recall import HardConfig, rows, run_pressure
 from app.evaluation.report import write_report
 from app.evaluation.scenarios import NEVER_SAID, block_items, needle_scenario, task_scenario
 from app.main import build_context, build_embedder
 from app.providers.tokenizer import default_counter
+from app.services.context import ServiceContext
 from app.settings import Settings
 
 Factory = Callable[[str, str], Strategy]  # (strategy name, session id) -> strategy
@@ -58,10 +60,11 @@ class EvalConfig:
     pressures: tuple[int, ...] = (1, 2, 3)
     task_turns: int = 500
     seed: int = 7
+    hard: HardConfig = field(default_factory=HardConfig)
 
     @classmethod
     def quick(cls) -> EvalConfig:
-        return cls(window=3000, pressures=(1, 2, 3), task_turns=100)
+        return cls(window=3000, pressures=(1, 2, 3), task_turns=100, hard=HardConfig.quick())
 
 
 @dataclass
@@ -250,6 +253,23 @@ async def evaluate(
     return {"config": asdict(config), "needles": needles, "task": tasks}
 
 
+async def evaluate_hard(ctx: ServiceContext, config: HardConfig) -> list[dict[str, Any]]:
+    """The hard recall set (docs/RECALL.md) at each pressure, in-process; the embedder's
+    ceiling at the first pressure of 3× or more (it does not depend on the service)."""
+    runs = []
+    for pressure in tqdm(config.pressures, unit="pressure", desc="hard recall set"):
+        run = await run_pressure(ctx, config, pressure, with_ceiling=pressure == 3)
+        runs.append(
+            {
+                "pressure": pressure,
+                "tokens": run.tokens,
+                "rows": [asdict(r) for r in rows(run.outcomes)],
+                "search_ms": percentiles(run.search_ms),
+            }
+        )
+    return runs
+
+
 async def run_eval(
     settings: Settings,
     config: EvalConfig,
@@ -280,6 +300,8 @@ async def run_eval(
     try:
         with tqdm(total=total_steps(kit, config), unit="turn", desc="ebbtide eval") as bar:
             report = await evaluate(kit, make, config, bar.update)
+        # The hard set calls the recall use case itself: in-process only (see docs/RECALL.md).
+        report["hard"] = await evaluate_hard(ctx, config.hard) if ctx is not None else []
     finally:
         await client.aclose()
         if ctx is not None:

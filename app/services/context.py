@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from app.core.ports import ChatModel, Embedder, Reranker, TokenCounter
-from app.services.embedding import EmbedderGate
+from app.services.embedding import EmbedderGate, QuestionCentroid
 from app.settings import Settings
 from app.store.database import Database
 
@@ -48,11 +48,13 @@ class ServiceContext:
     chat_model: ChatModel | None = None
     locks: SessionLocks = field(default_factory=SessionLocks)
     embedder_gate: EmbedderGate = field(init=False)  # built from the settings
+    question_centroid: QuestionCentroid = field(init=False)  # of the embedder
     clock: Callable[[], datetime] = utc_now
     new_id: Callable[[], str] = new_chunk_id
 
     def __post_init__(self) -> None:
         self.embedder_gate = EmbedderGate.from_settings(self.settings.embedder)
+        self.question_centroid = QuestionCentroid(self.embedder)
 
     async def aclose(self) -> None:
         """Closes the database pool and any provider that holds connections."""

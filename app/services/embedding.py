@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from app import metrics
-from app.core.ports import EmbedderUnavailable
+from app.core.ports import Embedder, EmbedderUnavailable
+from app.core.rerank import GENERIC_QUESTIONS
 from app.settings import EmbedderSettings
 
 T = TypeVar("T")
@@ -121,3 +122,27 @@ class EmbedderGate:
             return None, EMBEDDER_UNAVAILABLE
         self.breaker.succeeded()
         return value, None
+
+
+class QuestionCentroid:
+    """The centroid of the embedder's vectors for questions with no subject of their own
+    (`core.rerank.GENERIC_QUESTIONS`), computed once per process on first use; None while
+    the embedder cannot give it (recall then ranks by the plain query)."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self._embedder = embedder
+        self._vector: list[float] | None = None
+        self._lock = asyncio.Lock()
+
+    async def vector(self, timeout_s: float) -> list[float] | None:
+        async with self._lock:
+            if self._vector is None:
+                try:
+                    vectors = await asyncio.wait_for(self._embed_all(), timeout_s)
+                except (EmbedderUnavailable, TimeoutError):
+                    return None
+                self._vector = [sum(values) / len(vectors) for values in zip(*vectors, strict=True)]
+            return self._vector
+
+    async def _embed_all(self) -> list[list[float]]:
+        return [await self._embedder.embed_query(q) for q in GENERIC_QUESTIONS]

@@ -40,7 +40,7 @@ from app.core.results import (
     RememberResult,
 )
 from app.core.tokens import count_text_block
-from app.core.types import ChunkKind, JsonObject
+from app.core.types import ChunkKind, EmbeddedChunk, JsonObject
 from app.services.auth import Principal
 from app.services.context import ServiceContext
 from app.services.offload import embed_passages
@@ -82,11 +82,19 @@ async def _nearest_duplicate(
 ) -> str | None:
     if vector is None:
         return None
-    nearest = await recall_store.vector_candidates(
-        db, key, ctx.embedder.model_name, vector, 1, ctx.settings.recall.hnsw_ef_search
+    settings = ctx.settings.recall
+    nearest = await recall_store.unit_candidates(
+        db,
+        key,
+        ctx.embedder.model_name,
+        vector,
+        vector,
+        1,
+        ef_search=settings.hnsw_ef_search,
+        exact_max_units=settings.exact_max_units,
     )
-    if nearest and nearest[0][1] >= ctx.settings.memory.duplicate_similarity:
-        return nearest[0][0].id
+    if nearest and nearest[0].similarity >= ctx.settings.memory.duplicate_similarity:
+        return nearest[0].chunk_id
     return None
 
 
@@ -121,6 +129,7 @@ async def remember(
         await owned_session(db, tenant_id, session_id)
     vectors = await embed_passages(ctx, [text])
     vector = vectors[0] if vectors else None
+    unit_vectors = (vector,) if vector is not None else None
     draft = remember_draft(
         ctx.new_id(), text, ctx.counter.count(text), 0, ctx.clock(), REMEMBER_ROLE
     )
@@ -132,7 +141,9 @@ async def remember(
             return RememberResult(chunk_id=existing, duplicate=True)
         await _check_rate(ctx, db, row.id)
         draft = replace(draft, turn_start=row.turn_count, turn_end=row.turn_count)
-        await chunk_store.insert_chunks(db, row.id, [(draft, vector)], ctx.embedder.model_name)
+        await chunk_store.insert_chunks(
+            db, row.id, [EmbeddedChunk(draft, vector, unit_vectors)], ctx.embedder.model_name
+        )
         facts = remembered_facts(text, tags, row.turn_count)
         if facts:
             await fact_store.insert_facts(db, row.id, facts, row.turn_count)

@@ -1,30 +1,34 @@
-"""Turning a plan's offload units into chunks with vectors (docs/DESIGN.md §3).
+"""Turning a plan's offload units into chunks with vectors (docs/DESIGN.md §3–4).
 
-Each unit is embedded once: neighbouring units' vectors decide the topic boundaries and a
-chunk's vector is the mean of its units'. With the embedder down the chunks are still built
-(token bounds only) and written without vectors, marked for re-embedding.
+Each message is embedded once, unit by unit (the whole message, or windows of sentences of
+a long one): a chunk keeps its units' vectors for recall and their mean; a budget unit's mean
+(an assistant call with its tool results) decides the topic boundaries. With the embedder down
+the chunks are still built (token bounds only) and written without vectors, marked for
+re-embedding.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.core.chunker import build_chunks, unit_text
+from app.core.chunker import build_chunks, message_unit_texts
 from app.core.plan import TurnPlan
+from app.core.types import ChunkDraft, EmbeddedChunk, WindowMessage
+from app.core.vectors import mean_vector
 from app.services.context import ServiceContext
 from app.services.embedding import EMBEDDER_UNAVAILABLE
-from app.services.policies import topic_policy
-from app.services.recall import FreshChunk
+from app.services.policies import topic_policy, unit_policy
 
 
 @dataclass(frozen=True)
 class OffloadBatch:
-    oversize: list[FreshChunk]
-    offload: list[FreshChunk]
+    oversize: list[EmbeddedChunk]
+    offload: list[EmbeddedChunk]
     fallback: str | None
 
     @property
-    def chunks(self) -> list[FreshChunk]:
+    def chunks(self) -> list[EmbeddedChunk]:
         return [*self.oversize, *self.offload]
 
     def chunk_of(self) -> dict[int, str]:
@@ -49,24 +53,50 @@ async def embed_passages(ctx: ServiceContext, texts: list[str]) -> list[list[flo
     return vectors
 
 
+def _with_vectors(draft: ChunkDraft, by_text: dict[str, list[float]] | None) -> EmbeddedChunk:
+    if by_text is None or not draft.units:
+        return EmbeddedChunk(draft, None)
+    unit_vectors = tuple(by_text[text] for text in draft.unit_texts())
+    return EmbeddedChunk(draft, mean_vector(unit_vectors), unit_vectors)
+
+
+def _unit_means(
+    units: Sequence[Sequence[WindowMessage]],
+    texts_of: dict[int, list[str]],
+    by_text: dict[str, list[float]],
+    dimension: int,
+) -> list[list[float]]:
+    """A budget unit's vector for topic chunking: the mean of its messages' unit vectors."""
+    means = []
+    for unit in units:
+        vectors = [by_text[text] for item in unit for text in texts_of[item.seq]]
+        # No text at all (an empty message): a zero vector, whose cosine with anything is 0.
+        means.append(mean_vector(vectors) if vectors else [0.0] * dimension)
+    return means
+
+
 async def build_batch(ctx: ServiceContext, plan: TurnPlan) -> OffloadBatch:
     units = plan.offload_units
-    texts = [d.raw_text for d in plan.oversize_drafts] + [unit_text(u) for u in units]
-    vectors = await embed_passages(ctx, texts)
-    split = len(plan.oversize_drafts)
-    oversize = [
-        FreshChunk(draft, vectors[i] if vectors is not None else None)
-        for i, draft in enumerate(plan.oversize_drafts)
-    ]
+    count = ctx.counter.count
+    texts_of = {
+        item.seq: message_unit_texts(item, unit_policy(ctx.settings), count)
+        for unit in units
+        for item in unit
+    }
+    texts = [t for d in plan.oversize_drafts for t in d.unit_texts()]
+    texts += [t for unit_texts in texts_of.values() for t in unit_texts]
+    unique = list(dict.fromkeys(texts))
+    vectors = await embed_passages(ctx, unique)
+    by_text = dict(zip(unique, vectors, strict=True)) if vectors is not None else None
     built = build_chunks(
         units,
         ctx.counter,
         topic_policy(ctx.settings),
         new_id=ctx.new_id,
-        vectors=vectors[split:] if vectors is not None else None,
+        vectors=_unit_means(units, texts_of, by_text, ctx.embedder.dimension) if by_text else None,
     )
     return OffloadBatch(
-        oversize=oversize,
-        offload=[FreshChunk(draft, vector) for draft, vector in built],
+        oversize=[_with_vectors(draft, by_text) for draft in plan.oversize_drafts],
+        offload=[_with_vectors(draft, by_text) for draft, _ in built],
         fallback=None if vectors is not None else EMBEDDER_UNAVAILABLE,
     )

@@ -4,7 +4,7 @@ so every number it uses is visible at the call and a unit test can pass its own.
 from __future__ import annotations
 
 from app.core.budget import Policy
-from app.core.chunker import TopicPolicy
+from app.core.chunker import TopicPolicy, UnitPolicy
 from app.core.notes import NotesLimits
 from app.core.plan import POLICY_FIELDS, Calibration, PlanPolicy, StubShape
 from app.core.rerank import ItemShape
@@ -24,6 +24,8 @@ def plan_policy(settings: Settings) -> PlanPolicy:
         calibration=Calibration(
             budget.calibration_alpha, budget.calibration_min, budget.calibration_max
         ),
+        units=unit_policy(settings),
+        recall_share=budget.recall_share,
     )
 
 
@@ -44,6 +46,11 @@ def item_shape(settings: Settings) -> ItemShape:
     return ItemShape(recall.min_item_text_tokens, recall.item_margin_tokens)
 
 
+def unit_policy(settings: Settings) -> UnitPolicy:
+    chunks = settings.chunks
+    return UnitPolicy(max_tokens=chunks.unit_max_tokens, max_units=chunks.max_units_per_chunk)
+
+
 def topic_policy(settings: Settings) -> TopicPolicy:
     chunks = settings.chunks
     return TopicPolicy(
@@ -51,4 +58,5 @@ def topic_policy(settings: Settings) -> TopicPolicy:
         max_tokens=chunks.max_tokens,
         similarity=chunks.topic_similarity,
         overlap=chunks.overlap,
+        units=unit_policy(settings),
     )

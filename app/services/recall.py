@@ -13,34 +13,37 @@ import asyncio
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
 
 from app.core import rerank
 from app.core.errors import OverLimit
 from app.core.ports import RerankerUnavailable
-from app.core.rerank import Candidate, Injected, ScoredHit, truncate_to_tokens
+from app.core.rerank import (
+    Candidate,
+    EvidenceRules,
+    FusionWeights,
+    Injected,
+    ScoredHit,
+    UnitFocus,
+    shifted_query,
+    truncate_to_tokens,
+)
 from app.core.results import RecalledChunk, RecalledText, RecallResult
 from app.core.rewrite import RewrittenQuery, rewrite
-from app.core.types import ChunkDraft, tenant_of
+from app.core.types import EmbeddedChunk, tenant_of
 from app.core.vectors import cosine
 from app.services.context import ServiceContext
 from app.services.policies import item_shape
 from app.services.sessions import owned_session
-from app.settings import Settings
+from app.settings import RecallSettings, Settings
 from app.store import events as event_store
 from app.store import recall as recall_store
 from app.store import sessions as session_store
 from app.store.database import Database
 from app.store.models import ChunkRow
+from app.store.recall import UnitHit
 
 RERANKER_FAILED = "reranker_failed"
-
-
-@dataclass(frozen=True)
-class FreshChunk:
-    """A chunk written by this very turn: searchable before its transaction commits."""
-
-    draft: ChunkDraft
-    vector: list[float] | None
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,8 @@ def _recalled(item: Injected) -> RecalledChunk:
     return RecalledChunk(
         chunk_id=candidate.chunk_id,
         score=round(item.hit.score, 6),
-        vector_score=_round(candidate.vector_score),
+        confidence=round(item.hit.margin, 6),
+        vector_score=_round(candidate.similarity),
         lexical_score=_round(candidate.lexical_score),
         turn_range=(candidate.turn_start, candidate.turn_end),
         ts=candidate.first_ts,
@@ -76,7 +80,10 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 6)
 
 
-def _from_row(row: ChunkRow, vector_score: float | None) -> Candidate:
+def _from_row(
+    row: ChunkRow, best: LiftedUnit | None = None, context: float | None = None
+) -> Candidate:
+    score = None if best is None else best.unit.score + (context or 0.0)
     return Candidate(
         chunk_id=row.id,
         turn_start=row.turn_start,
@@ -86,13 +93,32 @@ def _from_row(row: ChunkRow, vector_score: float | None) -> Candidate:
         first_ts=row.first_ts,
         raw_text=row.raw_text,
         tokens=row.tokens,
-        vector_score=vector_score,
+        vector_score=score,
+        similarity=None if best is None else best.unit.similarity,
+        lift=0.0 if best is None else best.lift,
+        last_ts=row.last_ts,
     )
 
 
-def _from_fresh(fresh: FreshChunk, qvec: list[float] | None) -> Candidate:
+def _dot(a: Sequence[float], b: Sequence[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+def _from_fresh(
+    fresh: EmbeddedChunk, query: QueryVectors | None, context_weight: float, focus: UnitFocus
+) -> Candidate:
+    """A chunk of this very turn, scored in memory as the store scores a written one."""
     draft = fresh.draft
-    similar = cosine(qvec, fresh.vector) if qvec is not None and fresh.vector else None
+    score = similarity = None
+    lift = 0.0
+    if query is not None and fresh.unit_vectors and fresh.vector is not None:
+        scored = [
+            (_dot(vector, query.shifted), focus.bonus(unit.created_at, unit.speaker), vector)
+            for unit, vector in zip(draft.units, fresh.unit_vectors, strict=True)
+        ]
+        best_score, lift, best = max(scored, key=lambda row: row[0] + row[1])
+        score = best_score + context_weight * _dot(fresh.vector, query.shifted)
+        similarity = cosine(best, query.vector)
     return Candidate(
         chunk_id=draft.id,
         turn_start=draft.turn_start,
@@ -102,8 +128,17 @@ def _from_fresh(fresh: FreshChunk, qvec: list[float] | None) -> Candidate:
         first_ts=draft.first_ts,
         raw_text=draft.raw_text,
         tokens=draft.tokens,
-        vector_score=similar,
+        vector_score=score,
+        similarity=similarity,
+        lift=lift,
+        last_ts=draft.last_ts,
     )
+
+
+@dataclass(frozen=True)
+class QueryVectors:
+    vector: list[float]  # the query as embedded
+    shifted: list[float]  # minus the share of generic questions (see `core.rerank`)
 
 
 async def embed_query(
@@ -118,53 +153,115 @@ async def embed_query(
     )
 
 
+async def query_vectors(
+    ctx: ServiceContext, tenant_id: str, text: str
+) -> tuple[QueryVectors | None, str | None]:
+    vector, fallback = await embed_query(ctx, tenant_id, text)
+    if vector is None:
+        return None, fallback
+    centroid = await ctx.question_centroid.vector(ctx.settings.recall.embed_timeout_s)
+    shifted = shifted_query(vector, centroid, ctx.settings.recall.question_shift)
+    return QueryVectors(vector, shifted), None
+
+
+@dataclass(frozen=True)
+class ArchiveHits:
+    by_vector: list[tuple[ChunkRow, LiftedUnit, float | None]]  # chunk, best unit, context
+    by_terms: list[ChunkRow]
+
+
 async def search_archive(
     database: Database,
     session_key: str,
     *,
     model: str,
-    qvec: list[float] | None,
+    query: QueryVectors | None,
     terms: Sequence[str],
-    limit: int,
-    ef_search: int,
-) -> tuple[list[tuple[ChunkRow, float]], list[ChunkRow]]:
-    """Vector and lexical candidates. On a pool they run at once on two connections (the
-    stage takes the slower of the two, not their sum); a database bound to one connection
-    (the tests') runs them one after the other."""
+    settings: RecallSettings,
+    focus: UnitFocus | None = None,
+) -> ArchiveHits:
+    """Vector and lexical candidates, R of each. A chunk's vector candidate is its best unit,
+    lifted by `focus` (said on the day the question names, by a speaker it names); with a
+    day named, that day's units are candidates too. On a pool the two channels run at once
+    on two connections (the stage takes the slower of the two, not their sum); a database
+    bound to one connection (the tests') runs them one after the other."""
+    limit = settings.candidates
+    unit_limit = limit * settings.units_per_candidate
 
-    async def by_vector() -> list[tuple[ChunkRow, float]]:
-        if qvec is None:
+    async def by_vector() -> list[tuple[ChunkRow, LiftedUnit, float | None]]:
+        if query is None:
             return []
         async with database.transaction() as db:
-            return await recall_store.vector_candidates(
-                db, session_key, model, qvec, limit, ef_search
+            units = await recall_store.unit_candidates(
+                db,
+                session_key,
+                model,
+                query.vector,
+                query.shifted,
+                unit_limit,
+                ef_search=settings.hnsw_ef_search,
+                exact_max_units=settings.exact_max_units,
             )
+            if focus is not None and focus.period is not None:
+                units += await recall_store.units_said_in(
+                    db, session_key, model, query.vector, query.shifted, unit_limit, focus.period
+                )
+            best = _best_unit_per_chunk(units, focus)
+            chosen = list(best)[:limit]
+            rows = await recall_store.chunks_with_context(db, session_key, chosen, query.shifted)
+        weight = settings.context_weight
+        return [
+            (row, best[row.id], None if context is None else weight * context)
+            for row, context in rows
+        ]
 
     async def by_terms() -> list[ChunkRow]:
         async with database.transaction() as db:
             return await recall_store.lexical_candidates(db, session_key, terms, limit)
 
     if database.single_connection:
-        return await by_vector(), await by_terms()
-    return await asyncio.gather(by_vector(), by_terms())
+        return ArchiveHits(await by_vector(), await by_terms())
+    vector_rows, lexical_rows = await asyncio.gather(by_vector(), by_terms())
+    return ArchiveHits(vector_rows, lexical_rows)
+
+
+@dataclass(frozen=True)
+class LiftedUnit:
+    unit: UnitHit
+    lift: float  # from `UnitFocus`: ranks the unit, is no evidence
+
+
+def _best_unit_per_chunk(
+    units: Sequence[UnitHit], focus: UnitFocus | None
+) -> dict[str, LiftedUnit]:
+    """Chunk id → its best unit (ranked with the lift `focus` gives), best chunks first."""
+    lifted = [LiftedUnit(u, focus.bonus(u.said_at, u.speaker) if focus else 0.0) for u in units]
+    best: dict[str, LiftedUnit] = {}
+    for item in sorted(lifted, key=lambda i: (-(i.unit.score + i.lift), i.unit.chunk_id)):
+        best.setdefault(item.unit.chunk_id, item)
+    return best
+
+
+def unit_focus(settings: RecallSettings, query: RewrittenQuery) -> UnitFocus:
+    return UnitFocus(query.raw, query.period, settings.period_bonus, settings.speaker_bonus)
 
 
 async def _candidates(
-    ctx: ServiceContext, session_key: str, query: RewrittenQuery, qvec: list[float] | None
+    ctx: ServiceContext, session_key: str, query: RewrittenQuery, vectors: QueryVectors | None
 ) -> list[Candidate]:
     settings = ctx.settings.recall
-    vector_rows, lexical_rows = await search_archive(
+    hits = await search_archive(
         ctx.database,
         session_key,
         model=ctx.embedder.model_name,
-        qvec=qvec,
+        query=vectors,
         terms=query.terms,
-        limit=settings.candidates,
-        ef_search=settings.hnsw_ef_search,
+        settings=settings,
+        focus=unit_focus(settings, query),
     )
-    found: dict[str, Candidate] = {row.id: _from_row(row, score) for row, score in vector_rows}
-    for row in lexical_rows:
-        found.setdefault(row.id, _from_row(row, None))
+    found = {row.id: _from_row(row, unit, context) for row, unit, context in hits.by_vector}
+    for row in hits.by_terms:
+        found.setdefault(row.id, _from_row(row))
     return list(found.values())
 
 
@@ -184,6 +281,23 @@ async def _rerank(
         return hits, RERANKER_FAILED
 
 
+def evidence_rules(
+    settings: RecallSettings, query: RewrittenQuery, hits: Sequence[ScoredHit], *, asked: bool
+) -> EvidenceRules:
+    """The floors of the caller: a turn's (`auto_*`), or recall asked for (`asked_*`, where a
+    named day has a floor of its own and a verbatim entity counts)."""
+    margin = settings.asked_min_margin if asked else settings.auto_min_margin
+    if asked and query.period is not None:
+        margin = settings.asked_period_min_margin
+    return EvidenceRules(
+        min_margin=margin,
+        min_share=settings.asked_min_share if asked else settings.auto_min_share,
+        words_only=all(h.candidate.vector_score is None for h in hits),
+        entities=asked,
+        period=query.period,
+    )
+
+
 async def retrieve(
     ctx: ServiceContext,
     session_key: str,
@@ -192,22 +306,26 @@ async def retrieve(
     top_k: int,
     budget_tokens: int,
     gated: bool,
+    asked: bool = False,
     window_seqs: Collection[int] = (),
-    fresh: Sequence[FreshChunk] = (),
+    fresh: Sequence[EmbeddedChunk] = (),
     exclude_ids: Collection[str] = (),
 ) -> Retrieval:
-    """The packed items for `query`. `gated`: auto mode without a reference word, where a hit
-    needs the higher similarity threshold or an entity match (see `core.rerank`).
+    """The packed items for `query`. `asked`: recall asked for outside a turn (the endpoint,
+    the tool), judged by the lenient floors; a turn is judged by the automatic ones, and
+    `gated` (no reference word, not `force`) keeps only the hits that hold on their own
+    (see `core.rerank.evidence`).
     `exclude_ids`: chunks the caller already has in its context; they are reported in
     `already_in_context` when they match, never returned twice."""
     settings = ctx.settings.recall
     timings: dict[str, float] = {}
     mark = time.perf_counter()
-    qvec, embed_fallback = await embed_query(ctx, tenant_of(session_key), query.text)
+    vectors, embed_fallback = await query_vectors(ctx, tenant_of(session_key), query.text)
     timings["embed"] = _ms_since(mark)
     mark = time.perf_counter()
-    candidates = await _candidates(ctx, session_key, query, qvec)
-    candidates += [_from_fresh(f, qvec) for f in fresh]
+    candidates = await _candidates(ctx, session_key, query, vectors)
+    focus = unit_focus(settings, query)
+    candidates += [_from_fresh(f, vectors, settings.context_weight, focus) for f in fresh]
     shares = rerank.lexical_scores(query.terms, [c.raw_text for c in candidates])
     candidates = [replace(c, lexical_score=v) for c, v in zip(candidates, shares, strict=True)]
     timings["search"] = _ms_since(mark)
@@ -215,16 +333,15 @@ async def retrieve(
     hits = rerank.fuse(
         candidates,
         query,
-        rrf_k=settings.rrf_k,
-        entity_bonus=settings.entity_bonus,
-        term_bonus=settings.term_bonus,
-        recency_weight=settings.recency_weight,
+        FusionWeights(settings.term_bonus, settings.entity_bonus, settings.recency_weight),
     )
-    similarity = settings.auto_min_similarity if gated else settings.force_min_similarity
-    share = settings.auto_min_share if gated else settings.force_min_share
-    hits = [h for h in hits if rerank.is_evidence(h, min_similarity=similarity, min_share=share)]
-    excluded = [h.candidate.chunk_id for h in hits if h.candidate.chunk_id in exclude_ids]
+    rules = evidence_rules(settings, query, hits, asked=asked)
+    # What the caller already has is reported when it would have been evidence, and the rest
+    # is judged without it: a chunk in the context never vouches for the ones around it.
+    held = rerank.evidence(hits, rules, gated=True)
+    excluded = [h.candidate.chunk_id for h in held if h.candidate.chunk_id in exclude_ids]
     hits = [h for h in hits if h.candidate.chunk_id not in exclude_ids]
+    hits = rerank.evidence(hits, rules, gated=gated)
     hits, rerank_fallback = await _rerank(ctx, query, hits)
     items = rerank.pack(
         hits,
@@ -275,6 +392,7 @@ async def recall_query(
     *,
     budget_tokens: int | None = None,
     skip_injected: bool = False,
+    asked_at: datetime | None = None,
 ) -> RecallResult:
     """An explicit search, never gated, within k and B. `skip_injected` (the memory tool):
     chunks the session's latest turn already put in the prompt are not returned again."""
@@ -287,7 +405,7 @@ async def recall_query(
             if skip_injected
             else []
         )
-    query = rewrite(text)
+    query = rewrite(text, asked_at=asked_at or ctx.clock())
     settings = ctx.settings.recall
     found = await retrieve(
         ctx,
@@ -296,6 +414,7 @@ async def recall_query(
         top_k=top_k or settings.top_k,
         budget_tokens=budget_tokens or settings.budget_tokens,
         gated=False,
+        asked=True,
         window_seqs=in_window,
         exclude_ids=injected,
     )

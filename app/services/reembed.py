@@ -7,8 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.core.ports import EmbedderUnavailable
+from app.core.types import UnitDraft
 from app.services.context import ServiceContext
 from app.store import chunks as chunk_store
+from app.store.models import ChunkRow
 
 BATCH = 16
 
@@ -17,6 +19,11 @@ BATCH = 16
 class ReembedReport:
     embedded: int
     stopped_by: str | None
+
+
+def _whole_text_unit(chunk: ChunkRow) -> UnitDraft:
+    """A chunk written before units existed gets one unit over its whole text."""
+    return UnitDraft(0, chunk.seq_start, chunk.first_ts, 0, len(chunk.raw_text))
 
 
 async def reembed(
@@ -28,13 +35,21 @@ async def reembed(
     while True:
         async with ctx.database.transaction() as db:
             todo = await chunk_store.chunks_to_reembed(db, model, session_key, batch)
+            units = [await chunk_store.units_of(db, c.session_id, c.id) for c in todo]
         if not todo:
             return ReembedReport(embedded, None)
+        units = [found or [_whole_text_unit(c)] for c, found in zip(todo, units, strict=True)]
+        texts = [u.text(c.raw_text)[:limit] for c, us in zip(todo, units, strict=True) for u in us]
         try:
-            vectors = await ctx.embedder.embed_passages([raw[:limit] for _, _, raw in todo])
+            vectors = await ctx.embedder.embed_passages(texts)
         except EmbedderUnavailable as error:
             return ReembedReport(embedded, f"embedder unavailable: {error}")
         async with ctx.database.transaction() as db:
-            for (owner, chunk_id, _), vector in zip(todo, vectors, strict=True):
-                await chunk_store.set_embedding(db, owner, chunk_id, vector, model)
+            at = 0
+            for chunk, chunk_units in zip(todo, units, strict=True):
+                mine = vectors[at : at + len(chunk_units)]
+                at += len(chunk_units)
+                await chunk_store.set_embedding(
+                    db, chunk.session_id, chunk.id, chunk_units, mine, model
+                )
         embedded += len(todo)

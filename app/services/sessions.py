@@ -60,10 +60,17 @@ def watermark_view(settings: Settings, row: SessionRow) -> WatermarkView | None:
     rules = plan_policy(settings)
     budget = session_budget(rules, window, row.reserve_tokens)
     policy = session_policy(rules, row.policy)
-    prompt = calibrated(row.last_prompt_estimate or 0, row.calibration_ratio)
+    # The watermark measures the prompt without recalled text (it has a reserve of its own).
+    last = (
+        row.last_window_estimate
+        if row.last_window_estimate is not None
+        else row.last_prompt_estimate
+    )
+    prompt = calibrated(last or 0, row.calibration_ratio)
     return WatermarkView(
         context_window=window,
         reserve_tokens=budget.reserve,
+        recall_reserve_tokens=budget.recall_reserve,
         budget=budget.available,
         prompt_tokens=prompt,
         watermark=round(prompt / budget.available, 4),

@@ -20,6 +20,7 @@ from app.core.rerank import NO_MATCH_LINE, format_block
 from app.core.results import RecalledChunk, RecallMode, TurnRecallSummary
 from app.core.rewrite import RewrittenQuery, rewrite
 from app.core.tokens import count_text_block
+from app.core.types import Message
 from app.services.context import ServiceContext
 from app.services.offload import OffloadBatch
 from app.services.recall import retrieve
@@ -52,10 +53,10 @@ class TurnRecall:
         )
 
 
-def _newest_user_text(inp: TurnInput) -> str | None:
+def _newest_user_message(inp: TurnInput) -> Message | None:
     for message in reversed(inp.messages):
         if message.role == "user" and message.content:
-            return message.content
+            return message
     return None
 
 
@@ -71,7 +72,9 @@ def _limits(ctx: ServiceContext, plan: TurnPlan, extra_tokens: int) -> tuple[int
     emergency = plan.level is Level.EMERGENCY
     top_k = settings.emergency_top_k if emergency else settings.top_k
     budget = settings.emergency_budget_tokens if emergency else settings.budget_tokens
-    emergency_line = plan.config.budget.line(plan.config.policy.emergency_ratio)
+    budget_now = plan.config.budget
+    # Recalled text may use the room kept for it on top of the lines (`Budget.recall_reserve`).
+    emergency_line = budget_now.line(plan.config.policy.emergency_ratio) + budget_now.recall_reserve
     # The block's header and the blank lines between items are not part of any item.
     overhead = count_text_block(ctx.counter, recalled_block("-")) + 2 * top_k
     prompt = plan.prompt_tokens_after + round(extra_tokens * plan.calibration_ratio)
@@ -90,19 +93,20 @@ async def recall_for_turn(
 ) -> TurnRecall:
     """`extra_tokens`: what the prompt gained since the plan (new notes), kept out of B."""
     result = TurnRecall(mode=inp.recall)
-    text = _newest_user_text(inp)
+    asked = _newest_user_message(inp)
     if inp.recall == "off":
         result.skipped_reason = "off"
-    elif text is None:
+    elif asked is None or asked.content is None:
         result.skipped_reason = "no_user_input"
     elif not (snap.has_chunks or batch.chunks):
         result.skipped_reason = "archive_empty"
     if result.skipped_reason:
         return result
-    assert text is not None
+    assert asked is not None and asked.content is not None
     query = rewrite(
-        text[: ctx.settings.recall.max_query_chars],
+        asked.content[: ctx.settings.recall.max_query_chars],
         _recent_texts(snap, ctx.settings.recall.context_turns),
+        asked_at=asked.created_at or ctx.clock(),
     )
     result.query = query
     top_k, budget = _limits(ctx, plan, extra_tokens)

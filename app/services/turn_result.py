@@ -34,6 +34,11 @@ class Outcome:
     def prompt_tokens(self) -> int:
         return calibrated(self.estimate_sent, self.plan.calibration_ratio)
 
+    @property
+    def estimate_without_recall(self) -> int:
+        """What the watermark measures: the prompt as sent, recalled text aside."""
+        return self.estimate_sent - round(self.recall.tokens)
+
 
 def _offload_summary(outcome: Outcome) -> OffloadSummary:
     plan, drafts = outcome.plan, [f.draft for f in outcome.batch.offload]
@@ -60,8 +65,9 @@ def _usage(outcome: Outcome) -> TurnUsage:
         calibration_ratio=round(plan.calibration_ratio, 4),
         context_window=budget.context_window,
         reserve_tokens=budget.reserve,
+        recall_reserve_tokens=budget.recall_reserve,
         budget=budget.available,
-        watermark=round(outcome.prompt_tokens / budget.available, 4),
+        watermark=round((outcome.prompt_tokens - outcome.recall.tokens) / budget.available, 4),
         trigger_ratio=round(plan.prompt_tokens_before / budget.available, 4),
         level=plan.level,
     )

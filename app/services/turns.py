@@ -203,12 +203,7 @@ async def commit_turn(
         if row.version != snap.version:
             raise VersionConflict
         await session_store.insert_messages(db, inp.key, plan.new_messages)
-        await chunk_store.insert_chunks(
-            db,
-            inp.key,
-            [(f.draft, f.vector) for f in batch.chunks],
-            ctx.embedder.model_name,
-        )
+        await chunk_store.insert_chunks(db, inp.key, batch.chunks, ctx.embedder.model_name)
         await session_store.mark_offloaded(db, inp.key, batch.chunk_of())
         await _write_notes(db, inp.key, plan.turn, outcome.notes, snap)
         _update_session_row(row, outcome)
@@ -270,6 +265,7 @@ def _update_session_row(row: SessionRow, outcome: Outcome) -> None:
     row.policy = config.policy_overrides
     row.calibration_ratio = plan.calibration_ratio
     row.last_prompt_estimate = outcome.estimate_sent
+    row.last_window_estimate = outcome.estimate_without_recall
     if plan.offloaded:
         row.last_offload_turn = plan.turn
     row.offload_until_tokens = None  # a manual offload is carried out by one turn

@@ -7,20 +7,20 @@ from datetime import datetime
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import defer
 
-from app.core.types import ChunkDraft
-from app.store.models import ChunkRow
+from app.core.types import EmbeddedChunk, UnitDraft
+from app.core.vectors import mean_vector
+from app.store.models import ChunkRow, ChunkUnitRow
 from app.store.sealing import blind_terms
 
 
 async def insert_chunks(
-    db: AsyncSession,
-    session_id: str,
-    chunks: Sequence[tuple[ChunkDraft, list[float] | None]],
-    embedding_model: str,
+    db: AsyncSession, session_id: str, chunks: Sequence[EmbeddedChunk], embedding_model: str
 ) -> None:
-    """Writes the chunks; a chunk without a vector is marked for re-embedding."""
-    for draft, vector in chunks:
+    """Writes the chunks and their units; a chunk without vectors is marked for re-embedding."""
+    for chunk in chunks:
+        draft, vector = chunk.draft, chunk.vector
         db.add(
             ChunkRow(
                 session_id=session_id,
@@ -38,12 +38,38 @@ async def insert_chunks(
                 summary_hint=draft.summary_hint,
                 embedding=vector,
                 embedding_model=embedding_model if vector is not None else None,
-                needs_embedding=vector is None,
+                needs_embedding=vector is None or chunk.unit_vectors is None,
                 lexical=func.array_to_tsvector(blind_terms(draft.lexical_terms)),
                 content_hash=draft.content_hash,
             )
         )
+    await db.flush()  # the units refer to their chunk
+    for chunk in chunks:
+        vectors = chunk.unit_vectors or [None] * len(chunk.draft.units)
+        for unit, unit_vector in zip(chunk.draft.units, vectors, strict=True):
+            db.add(_unit_row(session_id, chunk.draft.id, unit, unit_vector, embedding_model))
     await db.flush()
+
+
+def _unit_row(
+    session_id: str,
+    chunk_id: str,
+    unit: UnitDraft,
+    vector: list[float] | None,
+    embedding_model: str,
+) -> ChunkUnitRow:
+    return ChunkUnitRow(
+        session_id=session_id,
+        chunk_id=chunk_id,
+        ord=unit.ord,
+        seq=unit.seq,
+        said_at=unit.created_at,
+        text_start=unit.start,
+        text_end=unit.end,
+        speaker=unit.speaker,
+        embedding=vector,
+        embedding_model=embedding_model if vector is not None else None,
+    )
 
 
 async def get_chunk(db: AsyncSession, session_id: str, chunk_id: str) -> ChunkRow | None:
@@ -52,10 +78,11 @@ async def get_chunk(db: AsyncSession, session_id: str, chunk_id: str) -> ChunkRo
 
 async def chunks_to_reembed(
     db: AsyncSession, model: str, session_id: str | None, limit: int
-) -> list[tuple[str, str, str]]:
-    """(session_id, chunk_id, raw_text) of chunks with no vector or another model's."""
+) -> list[ChunkRow]:
+    """Chunks with no vectors, or vectors of another model (their units' included)."""
     statement = (
-        select(ChunkRow.session_id, ChunkRow.id, ChunkRow.raw_text)
+        select(ChunkRow)
+        .options(defer(ChunkRow.embedding), defer(ChunkRow.lexical))
         .where(
             ChunkRow.needs_embedding
             | ChunkRow.embedding_model.is_(None)
@@ -66,17 +93,44 @@ async def chunks_to_reembed(
     )
     if session_id is not None:
         statement = statement.where(ChunkRow.session_id == session_id)
-    return [(row[0], row[1], row[2]) for row in (await db.execute(statement)).all()]
+    return list((await db.execute(statement)).scalars())
+
+
+async def units_of(db: AsyncSession, session_id: str, chunk_id: str) -> list[UnitDraft]:
+    rows = await db.execute(
+        select(ChunkUnitRow)
+        .options(defer(ChunkUnitRow.embedding))
+        .where(ChunkUnitRow.session_id == session_id, ChunkUnitRow.chunk_id == chunk_id)
+        .order_by(ChunkUnitRow.ord)
+    )
+    return [
+        UnitDraft(r.ord, r.seq, r.said_at, r.text_start, r.text_end, r.speaker)
+        for r in rows.scalars()
+    ]
 
 
 async def set_embedding(
-    db: AsyncSession, session_id: str, chunk_id: str, vector: list[float], model: str
+    db: AsyncSession,
+    session_id: str,
+    chunk_id: str,
+    units: Sequence[UnitDraft],
+    vectors: Sequence[list[float]],
+    model: str,
 ) -> None:
+    """The chunk's vectors of `model`: its units' (written anew) and their mean."""
+    await db.execute(
+        delete(ChunkUnitRow).where(
+            ChunkUnitRow.session_id == session_id, ChunkUnitRow.chunk_id == chunk_id
+        )
+    )
+    for unit, vector in zip(units, vectors, strict=True):
+        db.add(_unit_row(session_id, chunk_id, unit, vector, model))
     await db.execute(
         update(ChunkRow)
         .where(ChunkRow.session_id == session_id, ChunkRow.id == chunk_id)
-        .values(embedding=vector, embedding_model=model, needs_embedding=False)
+        .values(embedding=mean_vector(vectors), embedding_model=model, needs_embedding=False)
     )
+    await db.flush()
 
 
 async def set_lexical_terms(

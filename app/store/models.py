@@ -16,6 +16,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    ForeignKeyConstraint,
     Identity,
     Index,
     Integer,
@@ -98,7 +99,8 @@ class SessionRow(Base):
     c0_tokens: Mapped[int] = mapped_column(Integer, default=0)
     policy: Mapped[dict[str, Any]] = mapped_column(default=dict)
     calibration_ratio: Mapped[float] = mapped_column(Float, default=1.0)
-    last_prompt_estimate: Mapped[int | None] = mapped_column(Integer)
+    last_prompt_estimate: Mapped[int | None] = mapped_column(Integer)  # as sent
+    last_window_estimate: Mapped[int | None] = mapped_column(Integer)  # recalled text aside
     last_offload_turn: Mapped[int | None] = mapped_column(Integer)
     # A manual offload (memory tool `offload`) that the session's next turn carries out.
     offload_until_tokens: Mapped[int | None] = mapped_column(Integer)
@@ -162,6 +164,37 @@ class ChunkRow(Base):
     lexical: Mapped[str] = mapped_column(TSVECTOR)
     content_hash: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = _created_at()
+
+
+class ChunkUnitRow(Base):
+    """A unit of a chunk with a vector of its own (docs/DESIGN.md §4): a message, or a window
+    of sentences of a long one. No text of its own: it is the chunk's
+    `raw_text[text_start:text_end]`, after `speaker: ` when the message was named."""
+
+    __tablename__ = "chunk_units"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["session_id", "chunk_id"], ["chunks.session_id", "chunks.id"], ondelete="CASCADE"
+        ),
+        Index(
+            "ix_chunk_units_embedding_hnsw",
+            "embedding",
+            postgresql_using="hnsw",
+            postgresql_ops={"embedding": "vector_ip_ops"},
+        ),
+        Index(None, "session_id", "said_at"),  # units said on the day a question names
+    )
+
+    session_id: Mapped[str] = mapped_column(String(SESSION_KEY_CHARS), primary_key=True)
+    chunk_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    ord: Mapped[int] = mapped_column(Integer, primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer)
+    said_at: Mapped[datetime]  # the message's time
+    text_start: Mapped[int] = mapped_column(Integer)
+    text_end: Mapped[int] = mapped_column(Integer)
+    speaker: Mapped[str | None] = mapped_column(String(256))
+    embedding: Mapped[list[float] | None] = mapped_column(Vector(EMBEDDING_DIMENSION))
+    embedding_model: Mapped[str | None] = mapped_column(String(128))
 
 
 class NoteRow(Base):

@@ -1,15 +1,19 @@
-"""Candidate search in C3: vector (pgvector, cosine) and lexical (full text), per session."""
+"""Candidate search in C3, per session: vector (pgvector, over chunk units) and lexical (full
+text over chunks)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import Select, cast, func, literal, select, text
 from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
-from app.store.models import ChunkRow
+from app.core.dates import Period
+from app.store.models import ChunkRow, ChunkUnitRow
 from app.store.sealing import blind_terms
 
 # Candidates need their text and place, not their vector (the score comes from SQL) nor their
@@ -17,37 +21,114 @@ from app.store.sealing import blind_terms
 UNUSED_COLUMNS = (defer(ChunkRow.embedding), defer(ChunkRow.lexical))
 
 
-def _vector_query(
-    session_id: str, model: str, vector: Sequence[float], limit: int, *, exact: bool
-) -> Select[ChunkRow, float]:
-    distance = ChunkRow.embedding.cosine_distance(vector)
+@dataclass(frozen=True)
+class UnitHit:
+    """A unit near the query: `score` ranks (the inner product with the query as recall
+    shifts it), `similarity` is the plain cosine with the query."""
+
+    chunk_id: str
+    ord: int
+    score: float
+    similarity: float
+    said_at: datetime
+    speaker: str | None
+
+
+def _unit_query(
+    session_id: str,
+    model: str,
+    query: Sequence[float],
+    shifted: Sequence[float],
+    limit: int,
+    *,
+    exact: bool,
+    period: Period | None = None,
+) -> Select[str, int, float, float, datetime, str | None]:
+    rank = ChunkUnitRow.embedding.max_inner_product(shifted)  # pgvector's `<#>`: −a·b
     # `+ 0` hides the operator from the HNSW index, forcing an exact scan of the session's rows.
-    order = distance + 0 if exact else distance
-    return (
-        select(ChunkRow, (1 - distance).label("score"))
-        .options(*UNUSED_COLUMNS)
-        .where(ChunkRow.session_id == session_id, ChunkRow.embedding_model == model)
-        .order_by(order)
+    statement = (
+        select(
+            ChunkUnitRow.chunk_id,
+            ChunkUnitRow.ord,
+            (-rank).label("score"),
+            (-ChunkUnitRow.embedding.max_inner_product(query)).label("similarity"),
+            ChunkUnitRow.said_at,
+            ChunkUnitRow.speaker,
+        )
+        .where(ChunkUnitRow.session_id == session_id, ChunkUnitRow.embedding_model == model)
+        # The index serves `ORDER BY distance LIMIT n` only, with no tie-breaking columns.
+        .order_by(*((rank + 0, ChunkUnitRow.chunk_id, ChunkUnitRow.ord) if exact else (rank,)))
         .limit(limit)
     )
+    if period is not None:
+        statement = statement.where(
+            ChunkUnitRow.said_at >= period.start, ChunkUnitRow.said_at < period.end
+        )
+    return statement
 
 
-async def vector_candidates(
+async def _unit_count_exceeds(db: AsyncSession, session_id: str, bound: int) -> bool:
+    """Whether the session has more than `bound` units (counting `bound + 1` rows at most)."""
+    probe = select(literal(1)).where(ChunkUnitRow.session_id == session_id).limit(bound + 1)
+    return int(await db.scalar(select(func.count()).select_from(probe.subquery())) or 0) > bound
+
+
+async def unit_candidates(
     db: AsyncSession,
     session_id: str,
     model: str,
-    vector: Sequence[float],
+    query: Sequence[float],
+    shifted: Sequence[float],
     limit: int,
+    *,
     ef_search: int,
-) -> list[tuple[ChunkRow, float]]:
-    """Nearest chunks of the session embedded by `model` (vectors of another model or
-    dimension are never compared). HNSW first; it filters by session after the graph search,
-    so when it returns fewer than `limit` rows the session is scanned exactly."""
-    await db.execute(text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
-    rows = (await db.execute(_vector_query(session_id, model, vector, limit, exact=False))).all()
-    if len(rows) < limit:
-        rows = (await db.execute(_vector_query(session_id, model, vector, limit, exact=True))).all()
-    return [(row[0], float(row[1])) for row in rows]
+    exact_max_units: int,
+) -> list[UnitHit]:
+    """The session's units nearest the query, of vectors by `model` only. A session of up to
+    `exact_max_units` units is scanned exactly, so the same query on the same archive gives the
+    same answer; a larger one goes through the HNSW index (which filters by session after its
+    graph search: when that leaves fewer than `limit` rows, the session is scanned exactly)."""
+    exact = not await _unit_count_exceeds(db, session_id, exact_max_units)
+    if not exact:  # the index returns at most ef_search rows: never fewer than asked for
+        await db.execute(text(f"SET LOCAL hnsw.ef_search = {max(int(ef_search), limit)}"))
+    statement = _unit_query(session_id, model, query, shifted, limit, exact=exact)
+    rows = (await db.execute(statement)).all()
+    if not exact and len(rows) < limit:
+        statement = _unit_query(session_id, model, query, shifted, limit, exact=True)
+        rows = (await db.execute(statement)).all()
+    return [UnitHit(r[0], r[1], float(r[2]), float(r[3]), r[4], r[5]) for r in rows]
+
+
+async def units_said_in(
+    db: AsyncSession,
+    session_id: str,
+    model: str,
+    query: Sequence[float],
+    shifted: Sequence[float],
+    limit: int,
+    period: Period,
+) -> list[UnitHit]:
+    """The session's units said within `period`, nearest the query first (an exact scan of
+    that period's rows, found through the `(session_id, said_at)` index)."""
+    statement = _unit_query(session_id, model, query, shifted, limit, exact=True, period=period)
+    rows = (await db.execute(statement)).all()
+    return [UnitHit(r[0], r[1], float(r[2]), float(r[3]), r[4], r[5]) for r in rows]
+
+
+async def chunks_with_context(
+    db: AsyncSession, session_id: str, chunk_ids: Sequence[str], shifted: Sequence[float]
+) -> list[tuple[ChunkRow, float | None]]:
+    """The chunks, each with its mean vector's inner product with the shifted query (None
+    for a chunk with no vector)."""
+    if not chunk_ids:
+        return []
+    context = (-ChunkRow.embedding.max_inner_product(shifted)).label("context")
+    rows = await db.execute(
+        select(ChunkRow, context)
+        .options(*UNUSED_COLUMNS)
+        .where(ChunkRow.session_id == session_id, ChunkRow.id.in_(chunk_ids))
+    )
+    return [(row[0], None if row[1] is None else float(row[1])) for row in rows.all()]
 
 
 def tsquery_any(terms: Sequence[str]) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from app.loopback import free_loopback_port, wait_until_ready
 from app.store.embedded import drop_database, fresh_database, url_of_database
+from tests.builders import HASH_RECALL
 
 DATABASE_VARIABLES = frozenset({"DATABASE_URL", "EBBTIDE_DATABASE_URL"})
 
@@ -62,7 +63,12 @@ def fresh_named_database(test_database_url: str, name: str) -> Iterator[str]:
 
 @contextmanager
 def live_server(database_url: str, log: Path) -> Iterator[LiveServer]:
-    """Serves `database_url` (serve migrates it) with the hash embedder."""
-    env = {"DATABASE_URL": database_url, "EBBTIDE_EMBEDDER__KIND": "hash"}
+    """Serves `database_url` (serve migrates it) with the hash embedder and its recall
+    margins (tests/conftest.py: HASH_RECALL)."""
+    env = {
+        "DATABASE_URL": database_url,
+        "EBBTIDE_EMBEDDER__KIND": "hash",
+        **{f"EBBTIDE_RECALL__{name.upper()}": str(value) for name, value in HASH_RECALL.items()},
+    }
     with serving(env, log) as base:
         yield LiveServer(base, database_url, log)

@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.store.database import async_url
 from tests.api.live import LiveServer
-from tests.builders import turn_body, user, words
+from tests.builders import HASH_RECALL, turn_body, user, words
 
 SECRET = "The staging database password is Zorblax-4471, do not share it."
 
@@ -139,6 +139,7 @@ async def over_stdio(live: LiveServer, key: str) -> AsyncIterator[Client]:
         **os.environ,
         "DATABASE_URL": live.database_url,
         "EBBTIDE_EMBEDDER__KIND": "hash",
+        **{f"EBBTIDE_RECALL__{name.upper()}": str(value) for name, value in HASH_RECALL.items()},
         "EBBTIDE_API_KEY": key,
     }
     server = StdioServerParameters(command=sys.executable, args=["-m", "app.cli", "mcp"], env=env)

@@ -26,12 +26,16 @@ async def test_vector_extension_and_indexes_exist(connection: AsyncConnection) -
     indexes = dict(
         (
             await connection.execute(
-                text("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'chunks'")
+                text(
+                    "SELECT indexname, indexdef FROM pg_indexes "
+                    "WHERE tablename IN ('chunks', 'chunk_units')"
+                )
             )
         ).all()
     )
     assert "USING hnsw (embedding vector_cosine_ops)" in indexes["ix_chunks_embedding_hnsw"]
     assert "USING gin (lexical)" in indexes["ix_chunks_lexical_gin"]
+    assert "USING hnsw (embedding vector_ip_ops)" in indexes["ix_chunk_units_embedding_hnsw"]
 
 
 async def test_every_table_but_tenants_carries_the_session_key(
@@ -53,6 +57,7 @@ async def test_every_table_but_tenants_carries_the_session_key(
         "sessions",
         "messages",
         "chunks",
+        "chunk_units",
         "notes",
         "facts",
         "events",

@@ -4,10 +4,12 @@ from datetime import timedelta
 
 from app.core.chunker import (
     TopicPolicy,
+    UnitPolicy,
     as_budget_unit,
     build_chunks,
     group_units,
     make_stub,
+    message_unit_texts,
     oversize_chunk,
     oversize_limit,
     render_message,
@@ -20,6 +22,7 @@ from app.providers.fakes import WhitespaceCounter
 from tests.builders import T0, assistant, make_window_message, tool, user, words
 
 COUNTER = WhitespaceCounter()
+UNITS = UnitPolicy(max_tokens=64, max_units=32)
 
 
 def ids() -> object:
@@ -28,7 +31,9 @@ def ids() -> object:
 
 
 def tokens_only(max_tokens: int) -> TopicPolicy:
-    return TopicPolicy(min_tokens=1, max_tokens=max_tokens, similarity=0.5, overlap=False)
+    return TopicPolicy(
+        min_tokens=1, max_tokens=max_tokens, similarity=0.5, overlap=False, units=UNITS
+    )
 
 
 def conversation() -> list:
@@ -107,7 +112,7 @@ def test_rendered_header_names_tool_call_ids_and_speakers() -> None:
 def test_oversize_message_gets_its_own_chunk_and_a_traceable_stub() -> None:
     text = "\n".join(f"line {i}" for i in range(100))
     item = make_window_message(seq=7, turn=3, message=tool("c1", text), tokens=300)
-    draft = oversize_chunk(item, COUNTER, "ck_big")
+    draft = oversize_chunk(item, COUNTER, "ck_big", UNITS)
     assert draft.kind is ChunkKind.OVERSIZE and text in draft.raw_text
     stub = make_stub("ck_big", text, 300, head_lines=2, tail_lines=2, max_line_chars=50)
     assert "ck_big" in stub and "300 tokens" in stub and "100 lines" in stub
@@ -138,7 +143,7 @@ def test_lexical_terms_split_latin_words_and_cjk_bigrams() -> None:
 
 
 def test_a_topic_change_closes_a_chunk_once_it_holds_min_tokens() -> None:
-    policy = TopicPolicy(min_tokens=20, max_tokens=1000, similarity=0.5, overlap=False)
+    policy = TopicPolicy(min_tokens=20, max_tokens=1000, similarity=0.5, overlap=False, units=UNITS)
     weather, trains = [1.0, 0.0], [0.0, 1.0]
     vectors = [weather, weather, trains, trains, weather]
     assert segment([15, 10, 10, 30, 5], vectors, policy) == [[0, 1], [2, 3], [4]]
@@ -156,9 +161,41 @@ def test_chunks_carry_the_mean_of_their_units_vectors_and_may_overlap() -> None:
         for i in range(1, 5)
     ]
     vectors = [[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]]
-    policy = TopicPolicy(min_tokens=1, max_tokens=1000, similarity=0.5, overlap=True)
+    policy = TopicPolicy(min_tokens=1, max_tokens=1000, similarity=0.5, overlap=True, units=UNITS)
     built = build_chunks([[m] for m in window], COUNTER, policy, new_id=ids(), vectors=vectors)
     assert [d.seqs for d, _ in built] == [(1, 2), (2, 3, 4)]
     assert built[0][1] == [1.0, 0.0]
     assert cosine(built[1][1] or [], mean_vector([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])) > 0.999
     assert cosine([0.0, 0.0], [1.0, 0.0]) == 0.0
+
+
+def test_a_short_message_is_one_unit_named_by_its_speaker() -> None:
+    named = user("the spare key is under the pot").model_copy(update={"name": "Maya"})
+    items = [
+        make_window_message(seq=1, turn=1, message=named),
+        make_window_message(seq=2, turn=1, message=assistant(None, [("c1", "lookup")])),
+        make_window_message(seq=3, turn=2, message=tool("c1", "found it")),
+    ]
+    ((draft, _),) = build_chunks([items], COUNTER, tokens_only(500), new_id=ids())
+    assert draft.unit_texts()[0] == "Maya: the spare key is under the pot"
+    assert draft.unit_texts()[1].startswith('tool_call {"id": "c1"')
+    assert draft.unit_texts()[2] == "found it"
+    assert [u.seq for u in draft.units] == [1, 2, 3]
+    assert [u.ord for u in draft.units] == [0, 1, 2]
+    for unit in draft.units:  # each unit's text is a span of the stored text, not a copy
+        assert draft.raw_text[unit.start : unit.end] in draft.raw_text
+        assert unit.created_at == items[unit.seq - 1].created_at
+    assert message_unit_texts(items[0], UNITS, COUNTER.count) == [draft.unit_texts()[0]]
+
+
+def test_a_long_message_gets_a_unit_per_window_of_whole_sentences() -> None:
+    sentences = [f"Sentence {i} says {words(9)}." for i in range(12)]  # 12 tokens each
+    item = make_window_message(seq=4, turn=2, message=user(" ".join(sentences)))
+    windows = message_unit_texts(item, UnitPolicy(max_tokens=30, max_units=32), COUNTER.count)
+    assert len(windows) == 6  # two sentences (24 tokens) fit, a third would pass 30
+    assert all(COUNTER.count(w) <= 30 for w in windows)
+    assert "".join(windows).replace(" ", "") == " ".join(sentences).replace(" ", "")
+    capped = message_unit_texts(item, UnitPolicy(max_tokens=30, max_units=2), COUNTER.count)
+    assert capped == windows[:2]
+    one_sentence = make_window_message(message=user(words(50)))  # no sentence end at all
+    assert message_unit_texts(one_sentence, UnitPolicy(30, 32), COUNTER.count) == [words(50)]

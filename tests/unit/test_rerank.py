@@ -2,17 +2,23 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from app.core.dates import Period
 from app.core.rerank import (
     NO_MATCH_LINE,
     Candidate,
+    EvidenceRules,
+    FusionWeights,
     ScoredHit,
+    UnitFocus,
+    evidence,
     excerpt,
     format_block,
     fuse,
-    is_evidence,
     lexical_scores,
+    names_speaker,
     pack,
     reorder,
+    shifted_query,
     truncate_to_tokens,
 )
 from app.core.rewrite import rewrite
@@ -48,58 +54,82 @@ def test_lexical_scores_weigh_rare_terms_over_common_ones() -> None:
     assert lexical_scores((), ["x"]) == [0.0]
 
 
-def test_fusion_rewards_agreement_between_vector_and_lexical_lists() -> None:
+NO_LIFTS = FusionWeights(term=0, entity=0, recency=0)
+
+
+def test_words_alone_never_outrank_what_the_question_means() -> None:
     query = rewrite("cloud budget")
-    both = make_candidate("both", vector_score=0.8, lexical_score=0.5)
-    vector_only = make_candidate("vec", vector_score=0.9)
+    both = make_candidate("both", vector_score=0.05, lexical_score=0.5)
+    vector_only = make_candidate("vec", vector_score=0.06)
     lexical_only = make_candidate("lex", lexical_score=1.0)
-    hits = fuse(
-        [vector_only, lexical_only, both],
-        query,
-        rrf_k=60,
-        entity_bonus=0,
-        term_bonus=0,
-        recency_weight=0,
+    weak = make_candidate("weak", vector_score=0.01)
+    hits = fuse([vector_only, lexical_only, both, weak], query, FusionWeights(0.03, 0, 0))
+    assert [h.candidate.chunk_id for h in hits] == ["both", "vec", "lex", "weak"]
+    # a lexical-only chunk starts at the weakest vector score, so without lifts it ties it
+    plain = fuse([vector_only, lexical_only, weak], query, NO_LIFTS)
+    assert plain[-1].score == plain[-2].score == 0.01
+    # with no vectors at all (embedder down) the lexical share decides
+    lexical = fuse(
+        [lexical_only, make_candidate("less", lexical_score=0.2)], query, FusionWeights(0.03, 0, 0)
     )
-    assert hits[0].candidate.chunk_id == "both"
-    assert {h.candidate.chunk_id for h in hits} == {"both", "vec", "lex"}
+    assert [h.candidate.chunk_id for h in lexical] == ["lex", "less"]
+
+
+def test_a_hits_margin_is_its_lead_over_the_median_candidate() -> None:
+    scores = [0.09, 0.05, 0.04, 0.03, 0.01]
+    hits = fuse(
+        [make_candidate(f"c{i}", vector_score=v) for i, v in enumerate(scores)],
+        rewrite("q"),
+        NO_LIFTS,
+    )
+    assert [round(h.margin, 6) for h in hits] == [0.05, 0.01, 0.0, -0.01, -0.03]
 
 
 def test_exact_entity_matches_and_recency_break_ties() -> None:
     query = rewrite("invoice INV-20931")
     with_entity = make_candidate("a", vector_score=0.5, raw_text="INV-20931 is overdue")
     without = make_candidate("b", vector_score=0.5, raw_text="another invoice")
-    hits = fuse(
-        [without, with_entity], query, rrf_k=60, entity_bonus=0.05, term_bonus=0, recency_weight=0
-    )
+    hits = fuse([without, with_entity], query, FusionWeights(term=0, entity=0.05, recency=0))
     assert hits[0].candidate.chunk_id == "a" and hits[0].entity_matches == 1
     old = make_candidate("old", vector_score=0.5, turn_end=1)
     new = make_candidate("new", vector_score=0.5, turn_end=10)
-    by_time = fuse(
-        [old, new], rewrite("x"), rrf_k=60, entity_bonus=0, term_bonus=0, recency_weight=0.5
-    )
+    by_time = fuse([old, new], rewrite("x"), FusionWeights(term=0, entity=0, recency=0.5))
     assert by_time[0].candidate.chunk_id == "new"
 
 
 def test_duplicate_candidates_are_fused_once() -> None:
     twice = [make_candidate("a", vector_score=0.9), make_candidate("a", vector_score=0.9)]
-    assert (
-        len(fuse(twice, rewrite("q"), rrf_k=60, entity_bonus=0, term_bonus=0, recency_weight=0))
-        == 1
-    )
+    assert len(fuse(twice, rewrite("q"), NO_LIFTS)) == 1
 
 
-def test_a_hit_must_be_evidence_not_just_the_nearest_chunk() -> None:
-    close = ScoredHit(make_candidate("a", vector_score=0.85), 0.1, 0)
-    far = ScoredHit(make_candidate("b", vector_score=0.5), 0.1, 0)
-    named = ScoredHit(make_candidate("c", vector_score=0.5), 0.1, 1)
-    worded = ScoredHit(make_candidate("d", vector_score=0.5, lexical_score=0.3), 0.1, 0)
-    assert is_evidence(close, min_similarity=0.8, min_share=0.5)
-    assert is_evidence(named, min_similarity=0.8, min_share=0.5)
-    assert not is_evidence(far, min_similarity=0.8, min_share=0.0)
-    assert not is_evidence(worded, min_similarity=0.8, min_share=0.5)
-    assert is_evidence(worded, min_similarity=0.8, min_share=0.3)
-    assert is_evidence(worded, min_similarity=0.8, min_share=0.0)
+def test_evidence_is_judged_by_margin_or_words_asked_for_or_automatic() -> None:
+    hits = [
+        ScoredHit(make_candidate(c, vector_score=0.1, lexical_score=share), 0.0, 0, margin=m)
+        for c, m, share in (("a", 0.05, 0.0), ("b", 0.02, 0.5), ("c", -0.01, 0.1))
+    ]
+
+    def chosen(margin: float, share: float, *, gated: bool) -> list[str]:
+        kept = evidence(hits, EvidenceRules(margin, share), gated=gated)
+        return [h.candidate.chunk_id for h in kept]
+
+    assert chosen(0.03, 0.4, gated=True) == ["a", "b"]
+    assert chosen(0.03, 0.6, gated=True) == ["a"]
+    assert chosen(0.03, 0.6, gated=False) == ["a", "b", "c"]
+    assert chosen(0.06, 0.6, gated=False) == []  # nothing holds: no match
+    assert evidence([], EvidenceRules(0.0, 0.0), gated=False) == []
+
+
+def test_without_vectors_words_and_entities_decide() -> None:
+    worded = ScoredHit(make_candidate("w", lexical_score=0.5), 0.0, 0, margin=0.0)
+    named = ScoredHit(make_candidate("n", lexical_score=0.1), 0.0, 1, margin=0.0)
+    other = ScoredHit(make_candidate("o", lexical_score=0.1), 0.0, 0, margin=0.9)
+    rules = EvidenceRules(min_margin=0.03, min_share=0.3, words_only=True)
+    kept = evidence([worded, named, other], rules, gated=True)
+    assert [h.candidate.chunk_id for h in kept] == ["w", "n"]
+    with_vectors = EvidenceRules(min_margin=0.03, min_share=0.3)
+    assert [h.candidate.chunk_id for h in evidence([named], with_vectors, gated=True)] == []
+    by_name = EvidenceRules(min_margin=0.03, min_share=0.3, entities=True)
+    assert [h.candidate.chunk_id for h in evidence([named], by_name, gated=True)] == ["n"]
 
 
 def test_external_scores_reorder_the_hits() -> None:
@@ -169,11 +199,9 @@ def test_block_items_are_headed_with_time_turns_and_chunk_id() -> None:
 
 def test_the_share_of_query_terms_adds_to_the_fused_score() -> None:
     query = rewrite("cloud budget")
-    matched = make_candidate("m", vector_score=0.5, lexical_score=1.0)
-    unmatched = make_candidate("u", vector_score=0.6)
-    hits = fuse(
-        [unmatched, matched], query, rrf_k=60, entity_bonus=0, term_bonus=0.05, recency_weight=0
-    )
+    matched = make_candidate("m", vector_score=0.05, lexical_score=1.0)
+    unmatched = make_candidate("u", vector_score=0.06)
+    hits = fuse([unmatched, matched], query, FusionWeights(term=0.05, entity=0, recency=0))
     assert hits[0].candidate.chunk_id == "m"
 
 
@@ -228,3 +256,50 @@ def test_a_chunk_is_packed_once_even_if_listed_twice() -> None:
         shape=SHAPE,
     )
     assert len(items) == 1
+
+
+def test_the_query_is_shifted_away_from_generic_questions() -> None:
+    assert shifted_query([1.0, 0.5], [0.5, 0.5], 1.0) == [0.5, 0.0]
+    assert shifted_query([1.0, 0.5], None, 1.0) == [1.0, 0.5]
+    assert shifted_query([1.0, 0.5], [0.5, 0.5], 0.0) == [1.0, 0.5]
+
+
+def test_a_unit_is_lifted_when_said_on_the_day_or_by_the_speaker_asked_about() -> None:
+    day = Period(T0, T0 + timedelta(days=1))
+    focus = UnitFocus("What did Tom say?", day, period_bonus=0.1, speaker_bonus=0.05)
+    assert focus.bonus(T0 + timedelta(hours=3), "Tom") == 0.1 + 0.05
+    assert focus.bonus(T0 - timedelta(hours=1), "Tom") == 0.05
+    assert focus.bonus(T0, None) == 0.1
+    assert focus.bonus(T0 - timedelta(days=2), "Maya") == 0.0
+    assert UnitFocus("anything", None, 0.1, 0.05).bonus(T0, "Tom") == 0.0
+
+
+def test_a_speaker_is_named_as_a_word_or_as_cjk_text() -> None:
+    assert names_speaker("what did tom say", "Tom")
+    assert not names_speaker("what about tomorrow", "Tom")
+    assert names_speaker("小林说她要去哪里？", "小林")
+    assert not names_speaker("老周说的", "小林")
+
+
+def test_a_question_naming_a_day_is_answered_from_that_day_only() -> None:
+    day = Period(T0 + timedelta(days=1), T0 + timedelta(days=2))
+    that_day = make_candidate("day", first_ts=T0 + timedelta(days=1, hours=2))
+    spanning = make_candidate("span", first_ts=T0, last_ts=T0 + timedelta(days=1, hours=1))
+    before = make_candidate("before", first_ts=T0, last_ts=T0 + timedelta(hours=5))
+    hits = [
+        ScoredHit(before, 0.3, 0, margin=0.2),
+        ScoredHit(that_day, 0.2, 0, margin=0.1),
+        ScoredHit(spanning, 0.1, 0, margin=0.05),
+    ]
+    kept = evidence(hits, EvidenceRules(0.04, 0.5, period=day), gated=True)
+    assert [h.candidate.chunk_id for h in kept] == ["day", "span"]
+    assert evidence(hits, EvidenceRules(0.15, 0.5, period=day), gated=False) == []
+
+
+def test_lifts_rank_but_are_no_evidence() -> None:
+    lifted = make_candidate("lifted", vector_score=0.02, lift=0.1)
+    plain = make_candidate("plain", vector_score=0.05)
+    third = make_candidate("third", vector_score=0.01)
+    hits = fuse([plain, lifted, third], rewrite("q"), NO_LIFTS)
+    assert [h.candidate.chunk_id for h in hits] == ["lifted", "plain", "third"]
+    assert [round(h.margin, 6) for h in hits] == [0.0, 0.03, -0.01]

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from app.core.rewrite import content_terms, extract_entities, has_reference, rewrite
@@ -67,3 +69,18 @@ def test_a_reference_with_its_own_content_is_not_padded() -> None:
 def test_nothing_to_extract_falls_back_to_the_raw_query() -> None:
     assert rewrite("吗？").text == "吗？"
     assert rewrite("what was it?").text == "what was it?"
+
+
+def test_question_openers_are_not_glued_to_names() -> None:
+    for opener in ("Would", "Has", "Have", "Should", "Will", "Did"):
+        entities = extract_entities(f"{opener} Caroline go hiking with Mel?")
+        assert "Caroline" in entities and "Mel" in entities
+        assert not any(e.startswith(opener) for e in entities)
+
+
+def test_a_named_day_is_read_against_the_time_of_asking() -> None:
+    asked = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)
+    query = rewrite("What did I cook on 12 March?", asked_at=asked)
+    assert query.period is not None and query.period.start == datetime(2026, 3, 12, tzinfo=UTC)
+    assert rewrite("What did I cook on 12 March?").period is None  # no time: no date read
+    assert rewrite("What did I cook?", asked_at=asked).period is None
