@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -11,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.core.rerank import NO_MATCH_LINE
 from app.core.results import TurnResult
+from app.core.types import Message
 from app.providers.embedders import HashEmbedder
 from app.providers.fakes import (
     CountingEmbedder,
@@ -22,6 +24,7 @@ from app.providers.fakes import (
 )
 from app.services.context import ServiceContext
 from app.services.embedding import EmbedderGate
+from app.services.recall import recall_query
 from app.services.reembed import reembed
 from app.services.turns import run_turn
 from app.store.models import IdempotencyRow
@@ -294,3 +297,44 @@ async def test_a_turn_that_finds_the_embedder_busy_recalls_lexically_at_once(
     assert FACTS[0] in recalled_block(response)  # the lexical channel still finds the fact
     held.released.set()
     assert (await other)[1] is None
+
+
+async def test_the_same_question_on_the_same_archive_gets_the_same_answer(
+    ctx: ServiceContext,
+) -> None:
+    """Below `exact_max_units` the session's units are scanned exactly: other sessions
+    writing between two searches (which reshapes a shared HNSW graph) change nothing."""
+    await archive_facts(ctx, "r20")
+    question = "What was the budget we agreed on for cloud servers?"
+    first = await recall_query(ctx, "local", "r20", question, 5)
+    await archive_facts(ctx, "r21")
+    second = await recall_query(ctx, "local", "r20", question, 5)
+    assert first.results and [r.chunk_id for r in first.results] == [
+        r.chunk_id for r in second.results
+    ]
+    assert [r.score for r in first.results] == [r.score for r in second.results]
+
+
+async def test_a_named_day_is_answered_from_that_day(ctx: ServiceContext) -> None:
+    monday = datetime(2026, 3, 9, 12, 0, tzinfo=UTC)
+    said = [
+        ("Fixed the dripping tap in the kitchen with a new washer.", monday),
+        ("The wobbly stair still needs fixing, maybe next month.", monday + timedelta(days=5)),
+    ]
+    for content, at in said:
+        message = Message(role="user", content=content, created_at=at)
+        await run_turn(ctx, turn_input("r22", [message], **WINDOW))
+    for t in range(12):
+        later = monday + timedelta(days=6, hours=t)
+        filler = Message(role="user", content=f"filler {t} " + words(120), created_at=later)
+        await run_turn(ctx, turn_input("r22", [filler], **WINDOW))
+    asked = monday + timedelta(days=20)
+    on_the_day = await recall_query(
+        ctx, "local", "r22", "What repair did I do on 9 March?", 5, asked_at=asked
+    )
+    assert on_the_day.results and "washer" in on_the_day.results[0].text
+    assert all(r.ts.date() == monday.date() for r in on_the_day.results)
+    nothing_said = await recall_query(
+        ctx, "local", "r22", "What repair did I do on 2 March?", 5, asked_at=asked
+    )
+    assert nothing_said.results == () and nothing_said.message == "no match"
