@@ -1,14 +1,19 @@
 """Lexical terms for Postgres full-text search without language extensions.
 
-Policy: Latin-script words and numbers become lower-case terms; each run of CJK characters
-becomes its overlapping character bigrams (a single character stays a unigram), so Chinese
-and Japanese match without a segmenter. The store builds the tsvector from these exact terms
-(`array_to_tsvector`), so Postgres's parser and locale never change them.
+Policy: Latin-script words and numbers become lower-case terms, and an English word whose
+Snowball stem differs from it adds the stem too ("hiking" → "hiking", "hike"), so inflected
+forms meet; each run of CJK characters becomes its overlapping character bigrams (a single
+character stays a unigram), so Chinese and Japanese match without a segmenter. The store
+builds the tsvector from these exact terms (`array_to_tsvector`), so Postgres's parser and
+locale never change them. Chunks written before stems existed match the stem-free terms.
 """
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
+
+import snowballstemmer
 
 MAX_TERM_CHARS = 64
 
@@ -29,6 +34,15 @@ def _cjk_bigrams(run: str) -> list[str]:
     return [run[i : i + 2] for i in range(len(run) - 1)]
 
 
+_STEMMER = snowballstemmer.stemmer("english")
+_WORD = re.compile(r"^[a-z]{4,}$")  # plain English-looking words; codes and numbers stay whole
+
+
+@lru_cache(maxsize=65536)
+def english_stem(word: str) -> str:
+    return str(_STEMMER.stemWord(word)) if _WORD.match(word) else word
+
+
 def lexical_terms(text: str) -> list[str]:
     """Terms in order of appearance, duplicates kept (callers may dedupe)."""
     terms: list[str] = []
@@ -36,8 +50,12 @@ def lexical_terms(text: str) -> list[str]:
         token = match.group()
         if _CJK_RUN.match(token):
             terms.extend(_cjk_bigrams(token))
-        else:
-            terms.append(token[:MAX_TERM_CHARS])
+            continue
+        word = token[:MAX_TERM_CHARS]
+        terms.append(word)
+        stem = english_stem(word)
+        if stem != word:
+            terms.append(stem)
     return terms
 
 

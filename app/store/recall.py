@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Select, cast, func, literal, select, text
+from sqlalchemy import Integer, Select, cast, func, literal, select, text
 from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
@@ -136,18 +136,44 @@ def tsquery_any(terms: Sequence[str]) -> str:
     return " | ".join("'" + term.replace("\\", "").replace("'", "''") + "'" for term in terms)
 
 
+def _idf_ranked(session_id: str, terms: Sequence[str], limit: int) -> Select[str, float]:
+    """Ids of the session's chunks holding any of the terms, ranked by the IDF of the terms
+    each holds: a term's weight is ln(1 + M / (1 + its chunks)), M the chunks holding any
+    term, counted by window sums over those chunks in the same statement."""
+    holds = [
+        cast(ChunkRow.lexical.bool_op("@@")(cast(literal(tsquery_any([t])), TSQUERY)), Integer)
+        for t in terms
+    ]
+    matching = (
+        select(ChunkRow.id, ChunkRow.turn_start, *(h.label(f"t{i}") for i, h in enumerate(holds)))
+        .where(
+            ChunkRow.session_id == session_id,
+            ChunkRow.lexical.bool_op("@@")(cast(literal(tsquery_any(terms)), TSQUERY)),
+        )
+        .subquery()
+    )
+    found = func.count().over()
+    columns = [matching.c[f"t{i}"] for i in range(len(terms))]
+    score = sum((c * func.ln(1 + found / (1 + func.sum(c).over())) for c in columns), literal(0.0))
+    return (
+        select(matching.c.id, score.label("score"))
+        .order_by(score.desc(), matching.c.turn_start.desc(), matching.c.id)
+        .limit(limit)
+    )
+
+
 async def lexical_candidates(
     db: AsyncSession, session_id: str, terms: Sequence[str], limit: int
 ) -> list[ChunkRow]:
-    """The session's chunks holding any of the terms, best `ts_rank` first."""
+    """The session's chunks holding any of the terms, the rarest terms' holders first
+    (`ts_rank` has no IDF: a common word would push a rare one out of the top R)."""
     if not terms:
         return []
-    query = cast(literal(tsquery_any(blind_terms(terms))), TSQUERY)
+    ranked = _idf_ranked(session_id, blind_terms(list(dict.fromkeys(terms))), limit).subquery()
     statement = (
         select(ChunkRow)
         .options(*UNUSED_COLUMNS)
-        .where(ChunkRow.session_id == session_id, ChunkRow.lexical.bool_op("@@")(query))
-        .order_by(func.ts_rank(ChunkRow.lexical, query).desc(), ChunkRow.turn_start.desc())
-        .limit(limit)
+        .join(ranked, (ChunkRow.session_id == session_id) & (ChunkRow.id == ranked.c.id))
+        .order_by(ranked.c.score.desc(), ChunkRow.turn_start.desc(), ChunkRow.id)
     )
     return list((await db.execute(statement)).scalars())

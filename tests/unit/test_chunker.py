@@ -139,6 +139,17 @@ def test_lexical_terms_split_latin_words_and_cjk_bigrams() -> None:
         "东仓",
     ]
     assert lexical_terms("仓 x") == ["仓", "x"]
+    # English words add their stems; codes, numbers and short words stay as they are
+    assert lexical_terms("Hiking impostors INV-7 2026 cats") == [
+        "hiking",
+        "hike",
+        "impostors",
+        "impostor",
+        "inv-7",
+        "2026",
+        "cats",
+        "cat",
+    ]
     assert distinct_terms("a a b") == ("a", "b")
 
 

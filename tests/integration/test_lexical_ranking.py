@@ -1,0 +1,36 @@
+"""The lexical channel ranks by the rarity of the terms a chunk holds (docs/DESIGN.md §4):
+with a common word and a rare one in the question, the rare word's chunk is never pushed out
+of the top R by the many chunks that only share the common one."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from app.core.chunker import remember_draft
+from app.core.types import EmbeddedChunk
+from app.store import chunks as chunk_store
+from app.store import sessions as session_store
+from app.store.database import Database
+from app.store.recall import lexical_candidates
+
+KEY = "local/lexical"
+
+
+async def test_the_rare_terms_holder_ranks_first(database: Database) -> None:
+    now = datetime(2026, 3, 1, tzinfo=UTC)
+    texts = [f"the weather was weather again, weather day {i}" for i in range(40)]
+    texts.append("we booked the Hartwell venue")  # the one chunk with the rare term
+    async with database.transaction() as db:
+        await session_store.create_session(db, KEY, "local")
+        drafts = [
+            EmbeddedChunk(remember_draft(f"ck_{i:03d}", text, 10, i, now, "user"), None)
+            for i, text in enumerate(texts)
+        ]
+        await chunk_store.insert_chunks(db, KEY, drafts, "none")
+        found = await lexical_candidates(db, KEY, ["weather", "hartwell"], 5)
+        assert found[0].raw_text == texts[-1]
+        assert len(found) == 5
+        unsaid = await lexical_candidates(db, KEY, ["booking"], 5)  # no chunk says "booking"
+        assert unsaid == []
+        stemmed = await lexical_candidates(db, KEY, ["booking", "book"], 5)
+        assert [c.raw_text for c in stemmed] == [texts[-1]]  # "booked" → "book"
