@@ -216,12 +216,23 @@ def referenced_ordinal(text: str) -> int | None:
     return _ordinal_value(token or "")
 
 
+# 只 after a number or a demonstrative counts animals and things (一只乌龟, 那只猫): a measure
+# word, not "only". On the hard set's small talk it was half of all false constraints.
+_MEASURE_ZHI = re.compile(r"[\d一二两三四五六七八九十几那这每哪半]只")
+
+
+def _has_constraint_zh(sentence: str) -> bool:
+    if any(cue in sentence for cue in CONSTRAINT_ZH if cue != "只"):
+        return True
+    return "只" in _MEASURE_ZHI.sub("", sentence)
+
+
 def classify(sentence: str) -> FactKind | None:
     if PENDING.search(sentence):
         return FactKind.PENDING_ACTION
     if any(cue in sentence for cue in DECISION_ZH) or DECISION_EN.search(sentence):
         return FactKind.DECISION
-    if any(cue in sentence for cue in CONSTRAINT_ZH) or CONSTRAINT_EN.search(sentence):
+    if _has_constraint_zh(sentence) or CONSTRAINT_EN.search(sentence):
         return FactKind.CONSTRAINT
     if any(cue in sentence for cue in PREFERENCE_ZH) or PREFERENCE_EN.search(sentence):
         return FactKind.PREFERENCE

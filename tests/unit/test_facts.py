@@ -182,3 +182,16 @@ def test_a_fact_changed_in_the_same_batch_is_stored_already_superseded() -> None
         ("改成华南仓（取代：只查华东仓）", FactStatus.ACTIVE),
     ]
     assert referenced_ordinal("第十一个方案") is None
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    ["公园里看见有人牵着一只乌龟散步", "我们收养了一只灵缇", "那只猫又来了"],
+)
+def test_zhi_as_a_measure_word_is_no_constraint(sentence: str) -> None:
+    assert classify(sentence) is None
+
+
+def test_zhi_as_only_still_is() -> None:
+    assert classify("报表只看缺货商品") is FactKind.CONSTRAINT
+    assert classify("这只箱子只能放冷链仓") is FactKind.CONSTRAINT  # 只能 after the measure word
