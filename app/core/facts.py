@@ -218,7 +218,7 @@ def referenced_ordinal(text: str) -> int | None:
 
 # 只 after a number or a demonstrative counts animals and things (一只乌龟, 那只猫): a measure
 # word, not "only". On the hard set's small talk it was half of all false constraints.
-_MEASURE_ZHI = re.compile(r"[\d一二两三四五六七八九十几那这每哪半]只")
+_MEASURE_ZHI = re.compile(r"[\d一二两三四五六七八九十几那这每哪半像]只")
 
 
 def _has_constraint_zh(sentence: str) -> bool:
@@ -227,12 +227,32 @@ def _has_constraint_zh(sentence: str) -> bool:
     return "只" in _MEASURE_ZHI.sub("", sentence)
 
 
+# In English "must", "do not", "at most" bind wherever they stand; "only", "never", "always",
+# "can't" do when they open a clause or follow whoever is told ("Never email the customer",
+# "we only ship from Suzhou"), not in a statement about something ("the storm never quite
+# arrived", "I never know what to say"), which small talk is full of.
+_BINDING_EN = re.compile(
+    r"\b(must|must not|mustn't|do not|don't|at most|at least|no more than|exclusively)\b",
+    re.IGNORECASE,
+)
+_DIRECTIVE_EN = re.compile(
+    r"(?:^|[,;:]\s*|\b(?:and|but|we|you|please|let's|let us)\s+)"
+    r"(only|never|always|cannot|can't)\b",
+    re.IGNORECASE,
+)
+
+
+def _has_constraint_en(sentence: str) -> bool:
+    clause = sentence.strip()
+    return bool(_BINDING_EN.search(clause) or _DIRECTIVE_EN.search(clause))
+
+
 def classify(sentence: str) -> FactKind | None:
     if PENDING.search(sentence):
         return FactKind.PENDING_ACTION
     if any(cue in sentence for cue in DECISION_ZH) or DECISION_EN.search(sentence):
         return FactKind.DECISION
-    if _has_constraint_zh(sentence) or CONSTRAINT_EN.search(sentence):
+    if _has_constraint_zh(sentence) or _has_constraint_en(sentence):
         return FactKind.CONSTRAINT
     if any(cue in sentence for cue in PREFERENCE_ZH) or PREFERENCE_EN.search(sentence):
         return FactKind.PREFERENCE

@@ -195,3 +195,21 @@ def test_zhi_as_a_measure_word_is_no_constraint(sentence: str) -> None:
 def test_zhi_as_only_still_is() -> None:
     assert classify("报表只看缺货商品") is FactKind.CONSTRAINT
     assert classify("这只箱子只能放冷链仓") is FactKind.CONSTRAINT  # 只能 after the measure word
+
+
+@pytest.mark.parametrize(
+    ("sentence", "kind"),
+    [
+        ("Never email the customer directly", FactKind.CONSTRAINT),
+        ("Ship from Suzhou, never from Guangzhou", FactKind.CONSTRAINT),
+        ("We only ship from the Suzhou warehouse", FactKind.CONSTRAINT),
+        ("Please always round prices", FactKind.CONSTRAINT),
+        ("So I must renew it before the trip", FactKind.CONSTRAINT),
+        ("There was thunder but the storm never quite arrived", None),
+        ("I met neighbours I had never spoken to", None),
+        ("Flying always makes me anxious", None),
+        ("The kids cannot agree on a name", None),
+    ],
+)
+def test_an_english_constraint_binds_someone(sentence: str, kind: FactKind | None) -> None:
+    assert classify(sentence) is kind
