@@ -237,7 +237,10 @@ _BINDING_EN = re.compile(
 )
 _DIRECTIVE_EN = re.compile(
     r"(?:^|[,;:]\s*|\b(?:and|but|we|you|please|let's|let us)\s+)"
-    r"(only|never|always|cannot|can't)\b",
+    r"(only|never|always|cannot|can't)\b"
+    # or right after an opening imperative verb: "Ship only from Suzhou", "Use only …"
+    r"|^(?!(?:i|he|she|it|they|we|you|the|a|an|my|our|his|her|their|this|that|there|these"
+    r"|those)\b)[a-z]+(?<!ing)(?<!s)\s+(?:only|never|always)\b",
     re.IGNORECASE,
 )
 

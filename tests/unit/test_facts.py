@@ -203,6 +203,8 @@ def test_zhi_as_only_still_is() -> None:
         ("Never email the customer directly", FactKind.CONSTRAINT),
         ("Ship from Suzhou, never from Guangzhou", FactKind.CONSTRAINT),
         ("We only ship from the Suzhou warehouse", FactKind.CONSTRAINT),
+        ("Ship only from Suzhou", FactKind.CONSTRAINT),
+        ("Use only the blue-green rollout", FactKind.CONSTRAINT),
         ("Please always round prices", FactKind.CONSTRAINT),
         ("So I must renew it before the trip", FactKind.CONSTRAINT),
         ("There was thunder but the storm never quite arrived", None),
