@@ -255,7 +255,7 @@ async def evaluate(
 
 async def evaluate_hard(ctx: ServiceContext, config: HardConfig) -> list[dict[str, Any]]:
     """The hard recall set (docs/RECALL.md) at each pressure, in-process; the embedder's
-    ceiling at the first pressure of 3× or more (it does not depend on the service)."""
+    ceiling at 3× only (it does not depend on the service)."""
     runs = []
     for pressure in tqdm(config.pressures, unit="pressure", desc="hard recall set"):
         run = await run_pressure(ctx, config, pressure, with_ceiling=pressure == 3)

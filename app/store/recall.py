@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Integer, Select, cast, func, literal, select, text
+from sqlalchemy import Integer, Row, Select, cast, func, literal, select, text
 from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
@@ -67,6 +67,12 @@ def _unit_query(
     return statement
 
 
+def _unit_hits(
+    rows: Sequence[Row[str, int, float, float, datetime, str | None]],
+) -> list[UnitHit]:
+    return [UnitHit(r[0], r[1], float(r[2]), float(r[3]), r[4], r[5]) for r in rows]
+
+
 async def _unit_count_exceeds(db: AsyncSession, session_id: str, bound: int) -> bool:
     """Whether the session has more than `bound` units (counting `bound + 1` rows at most)."""
     probe = select(literal(1)).where(ChunkUnitRow.session_id == session_id).limit(bound + 1)
@@ -96,7 +102,7 @@ async def unit_candidates(
     if not exact and len(rows) < limit:
         statement = _unit_query(session_id, model, query, shifted, limit, exact=True)
         rows = (await db.execute(statement)).all()
-    return [UnitHit(r[0], r[1], float(r[2]), float(r[3]), r[4], r[5]) for r in rows]
+    return _unit_hits(rows)
 
 
 async def units_said_in(
@@ -112,7 +118,7 @@ async def units_said_in(
     that period's rows, found through the `(session_id, said_at)` index)."""
     statement = _unit_query(session_id, model, query, shifted, limit, exact=True, period=period)
     rows = (await db.execute(statement)).all()
-    return [UnitHit(r[0], r[1], float(r[2]), float(r[3]), r[4], r[5]) for r in rows]
+    return _unit_hits(rows)
 
 
 async def chunks_with_context(
