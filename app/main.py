@@ -13,9 +13,10 @@ from app.api.mcp import MCP_PATH, PostOnly, bearer_from_headers, build_mcp
 from app.api.observability import RequestObserver
 from app.api.routes import router
 from app.bench.floor import router as floor_router
-from app.core.ports import ChatModel, Embedder, Reranker
+from app.core.ports import ChatModel, Embedder, QueryRewriter, Reranker
 from app.providers.embedders import HashEmbedder, LocalEmbedder, OpenAIEmbedder
 from app.providers.llm import OpenAIChatModel
+from app.providers.llm_recall import LlmQueryRewriter, LlmReranker
 from app.providers.reranker import HttpReranker
 from app.providers.tokenizer import default_counter
 from app.services.context import ServiceContext
@@ -68,13 +69,25 @@ def build_chat_model(settings: Settings) -> ChatModel | None:
     )
 
 
-def build_reranker(settings: Settings) -> Reranker | None:
+def build_reranker(settings: Settings, chat_model: ChatModel | None) -> Reranker | None:
     config = settings.reranker
     if config.kind == "fusion":
         return None
+    if config.kind == "llm":
+        if chat_model is None:
+            raise MissingSetting("EBBTIDE_LLM__BASE_URL is required for the llm reranker")
+        return LlmReranker(chat_model)
     if not config.base_url:
         raise MissingSetting("EBBTIDE_RERANKER__BASE_URL is required for the http reranker")
     return HttpReranker(config.base_url, timeout_s=config.timeout_s)
+
+
+def build_query_rewriter(settings: Settings, chat_model: ChatModel | None) -> QueryRewriter | None:
+    if not settings.llm.rewrite_queries:
+        return None
+    if chat_model is None:
+        raise MissingSetting("EBBTIDE_LLM__BASE_URL is required to rewrite queries with it")
+    return LlmQueryRewriter(chat_model)
 
 
 def configure_encryption(settings: Settings) -> None:
@@ -84,13 +97,15 @@ def configure_encryption(settings: Settings) -> None:
 
 def build_context(settings: Settings, database_url: str) -> ServiceContext:
     configure_encryption(settings)
+    chat_model = build_chat_model(settings)
     return ServiceContext(
         database=Database.connect(database_url, pool_size=settings.db.pool_size),
         counter=default_counter(),
         embedder=build_embedder(settings),
         settings=settings,
-        reranker=build_reranker(settings),
-        chat_model=build_chat_model(settings),
+        reranker=build_reranker(settings, chat_model),
+        chat_model=chat_model,
+        query_rewriter=build_query_rewriter(settings, chat_model),
     )
 
 

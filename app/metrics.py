@@ -75,6 +75,7 @@ FORGOTTEN_CHUNKS = Counter("ebbtide_forgotten_chunks_total", "Chunks deleted by 
 STAGES = {
     "plan": "tokenize",
     "embed": "embed",
+    "recall_rewrite": "rewrite",
     "recall_embed": "embed",
     "recall_search": "search",
     "recall_rerank": "rerank",

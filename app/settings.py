@@ -105,13 +105,33 @@ class EmbedderSettings(BaseModel):
     )
 
 
-class RerankerSettings(BaseModel):
-    """`fusion` (local reciprocal-rank fusion only) or `http` (a cross-encoder service)."""
+LLM_JUDGE_MIN_SCORE = 0.5  # the llm reranker's 0–10 scale, over ten: "related, no answer"
 
-    kind: Literal["fusion", "http"] = "fusion"
+
+class RerankerSettings(BaseModel):
+    """`fusion` (the local fusion order only), `http` (a cross-encoder service) or `llm` (the
+    chat model of EBBTIDE_LLM__* judges whether each candidate answers the question)."""
+
+    kind: Literal["fusion", "http", "llm"] = "fusion"
     base_url: str | None = None
     timeout_s: float = Field(5.0, gt=0)
     max_chars: int = Field(2000, ge=1, description="Each candidate is cut to this for the model.")
+    top_n: int = Field(
+        20, ge=1, le=100, description="The best N of the fusion order go to the reranker."
+    )
+    min_score: float | None = Field(
+        None,
+        description="Set, the reranker judges evidence: only the candidates it scores at "
+        f"least this are recalled, in place of the local floors. Kind llm: {LLM_JUDGE_MIN_SCORE}"
+        " unless set (its scores are 0–1).",
+    )
+
+    @property
+    def judge_floor(self) -> float | None:
+        """The score a candidate needs from the reranker, None when the reranker only orders."""
+        if self.min_score is None and self.kind == "llm":
+            return LLM_JUDGE_MIN_SCORE
+        return self.min_score
 
 
 class RecallSettings(BaseModel):
@@ -234,12 +254,19 @@ class NotesSettings(BaseModel):
 
 
 class LlmSettings(BaseModel):
-    """An optional OpenAI-compatible chat model for the notes (EBBTIDE_LLM__BASE_URL …)."""
+    """An optional OpenAI-compatible chat model (EBBTIDE_LLM__BASE_URL …): the notes, and on
+    request recall's query rewrite (`rewrite_queries`) and rerank (EBBTIDE_RERANKER__KIND=llm)."""
 
     base_url: str | None = None
     model: str = "gpt-4o-mini"
     api_key: str = "not-needed"
     timeout_s: float = Field(30.0, gt=0)
+    rewrite_queries: bool = Field(
+        False, description="The chat model restates every recall query before the search."
+    )
+    rewrite_timeout_s: float = Field(
+        5.0, gt=0, description="A rewrite slower than this is dropped (the rule rewrite stays)."
+    )
 
 
 class LimitSettings(BaseModel):

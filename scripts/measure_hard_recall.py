@@ -1,6 +1,7 @@
 """The hard recall set's figures for docs/RECALL.md, in-process on a fresh embedded Postgres.
 
     python scripts/measure_hard_recall.py --window 8000 --pressures 3 --ceiling
+    python scripts/measure_hard_recall.py --llm both --llm-error 0.2   # the scripted LLM
 
 Prints one table per pressure (by language, kind and split) and the recall search p95.
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from app.core.stats import percentiles
 from app.evaluation.hard_recall import HardConfig, markdown, rows, run_pressure
+from app.evaluation.oracle import LLM_HELP, LlmHelp, with_oracle
 from app.providers.embedders import LocalEmbedder
 from app.providers.tokenizer import default_counter
 from app.services.context import ServiceContext
@@ -32,7 +34,12 @@ def recall_overrides(pairs: list[str]) -> dict[str, float]:
 
 
 async def main(
-    window: int, pressures: list[float], ceiling: bool, overrides: dict[str, float]
+    window: int,
+    pressures: list[float],
+    ceiling: bool,
+    overrides: dict[str, float],
+    llm: LlmHelp | None,
+    llm_error: float,
 ) -> list[dict[str, object]]:
     admin = start_embedded(Path(tempfile.mkdtemp(prefix="ebbtide-hard-")), database="postgres")
     url = fresh_database(admin, "hard_recall")
@@ -44,6 +51,8 @@ async def main(
         embedder=LocalEmbedder(),
         settings=Settings(database_url=url, recall=overrides),
     )
+    if llm is not None:
+        ctx = with_oracle(ctx, llm, llm_error)
     config = HardConfig(window=window, pressures=tuple(pressures))
     report = []
     try:
@@ -88,8 +97,12 @@ if __name__ == "__main__":
     parser.add_argument("--ceiling", action="store_true")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--set", nargs="*", default=[], help="recall settings: name=value")
+    parser.add_argument("--llm", choices=LLM_HELP, default=None, help="the scripted LLM's help")
+    parser.add_argument("--llm-error", type=float, default=0.0, help="its share of wrong calls")
     args = parser.parse_args()
     overrides = recall_overrides(args.set)
-    report = asyncio.run(main(args.window, args.pressures, args.ceiling, overrides))
+    report = asyncio.run(
+        main(args.window, args.pressures, args.ceiling, overrides, args.llm, args.llm_error)
+    )
     if args.out is not None:
         args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False))

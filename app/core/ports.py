@@ -46,7 +46,8 @@ class ChatModelUnavailable(Exception):
 
 
 class ChatModel(Protocol):
-    """An OpenAI-compatible chat model, used for better notes."""
+    """An OpenAI-compatible chat model: better notes, and optionally recall's rewrite and
+    rerank (`app/providers/llm_recall.py`)."""
 
     async def complete(self, system: str, user: str) -> str: ...
 
@@ -56,6 +57,19 @@ class RerankerUnavailable(Exception):
 
 
 class Reranker(Protocol):
-    """Scores documents against a query (higher is better), e.g. a cross-encoder service."""
+    """Scores documents against a query (higher is better), e.g. a cross-encoder service or
+    a chat model judging whether each document answers the question (then 0–1)."""
 
     async def rerank(self, query: str, documents: Sequence[str]) -> list[float]: ...
+
+
+class QueryRewriterUnavailable(Exception):
+    """The rewriter failed or timed out; callers search with the rule rewrite alone."""
+
+
+class QueryRewriter(Protocol):
+    """Restates a question about an earlier conversation as a search query: on its own
+    (references resolved from `recent`, the last turns' texts, oldest first) and in the words
+    its answer would likely use. Raises `QueryRewriterUnavailable`."""
+
+    async def rewrite(self, question: str, recent: Sequence[str]) -> str: ...

@@ -194,9 +194,23 @@ def fuse(
 
 
 def reorder(hits: Sequence[ScoredHit], scores: Sequence[float]) -> list[ScoredHit]:
-    """The hits in an external reranker's order, carrying its scores."""
-    rescored = [replace(hit, score=score) for hit, score in zip(hits, scores, strict=True)]
-    return sorted(rescored, key=lambda hit: -hit.score)
+    """The hits in an external reranker's order, carrying its scores; hits beyond the scores
+    (the reranker saw the best N only) follow in their own order."""
+    rescored = [replace(hit, score=score) for hit, score in zip(hits, scores, strict=False)]
+    return sorted(rescored, key=lambda hit: -hit.score) + list(hits[len(scores) :])
+
+
+def judged(hits: Sequence[ScoredHit], scores: Sequence[float], floor: float) -> list[ScoredHit]:
+    """The hits a judging reranker scored at least `floor`, in its order; the hits it did not
+    see are not evidence."""
+    return [hit for hit in reorder(hits[: len(scores)], scores) if hit.score >= floor]
+
+
+def said_on_the_day(hits: Sequence[ScoredHit], period: Period | None) -> list[ScoredHit]:
+    """A question that names a day is answered from that day only."""
+    if period is None:
+        return list(hits)
+    return [h for h in hits if h.candidate.said_within(period)]
 
 
 @dataclass(frozen=True)
@@ -219,9 +233,7 @@ def evidence(hits: Sequence[ScoredHit], rules: EvidenceRules, *, gated: bool) ->
     only. Ungated (asked for, a reference word, `force`) the best hits are returned whenever
     one is evidence, nothing otherwise; gated (automatic) only the hits that are evidence
     themselves."""
-    if rules.period is not None:
-        period = rules.period
-        hits = [h for h in hits if h.candidate.said_within(period)]
+    hits = said_on_the_day(hits, rules.period)
 
     def holds(hit: ScoredHit) -> bool:
         worded = (hit.candidate.lexical_score or 0) >= rules.min_share > 0

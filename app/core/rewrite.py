@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from app.core.dates import Period, period_in
@@ -79,6 +79,23 @@ class RewrittenQuery:
     has_reference: bool
     context_entities: tuple[str, ...] = ()
     period: Period | None = None  # the day the question names (`core.dates`)
+    expansion: str | None = None  # a model's restatement (`with_expansion`)
+
+    @property
+    def question(self) -> str:
+        """The question as asked, with what a bare reference was resolved to: what a reader
+        (a cross-encoder, a judging model) is shown."""
+        if not self.context_entities:
+            return self.raw
+        return f"{self.raw} ({', '.join(self.context_entities)})"
+
+
+def with_expansion(query: RewrittenQuery, expansion: str) -> RewrittenQuery:
+    """`query` searched for with a model's restatement too: its text embedded after the rule
+    rewrite, its content terms added. Entities and the day stay the question's own: a model's
+    guess never counts as a name the user typed."""
+    terms = tuple(dict.fromkeys((*query.terms, *content_terms(expansion))))
+    return replace(query, text=f"{query.text} {expansion}", terms=terms, expansion=expansion)
 
 
 def has_reference(text: str) -> bool:

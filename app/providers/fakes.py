@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from app.core.ports import EmbedderUnavailable, RerankerUnavailable
+from app.core.ports import ChatModelUnavailable, EmbedderUnavailable, RerankerUnavailable
 from app.providers.embedders import HashEmbedder
 
 
@@ -120,3 +120,21 @@ class HeldEmbedder(HashEmbedder):
         self.calls += 1
         await self.released.wait()
         return await super().embed_query(text)
+
+
+class ScriptedChatModel:
+    """A chat model answering `reply(system, user)` after `delay_s`; a None reply means the
+    model is down. It keeps every prompt it was given."""
+
+    def __init__(self, reply: Callable[[str, str], str | None], delay_s: float = 0.0) -> None:
+        self.reply = reply
+        self.delay_s = delay_s
+        self.prompts: list[tuple[str, str]] = []
+
+    async def complete(self, system: str, user: str) -> str:
+        self.prompts.append((system, user))
+        await asyncio.sleep(self.delay_s)
+        answer = self.reply(system, user)
+        if answer is None:
+            raise ChatModelUnavailable("chat model is down (fake)")
+        return answer

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from app.core.ports import ChatModel, Embedder, Reranker, TokenCounter
+from app.core.ports import ChatModel, Embedder, QueryRewriter, Reranker, TokenCounter
 from app.services.embedding import EmbedderGate, QuestionCentroid
 from app.settings import Settings
 from app.store.database import Database
@@ -46,6 +46,7 @@ class ServiceContext:
     settings: Settings
     reranker: Reranker | None = None
     chat_model: ChatModel | None = None
+    query_rewriter: QueryRewriter | None = None
     locks: SessionLocks = field(default_factory=SessionLocks)
     embedder_gate: EmbedderGate = field(init=False)  # built from the settings
     question_centroid: QuestionCentroid = field(init=False)  # of the embedder

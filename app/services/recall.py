@@ -4,7 +4,9 @@ pack within k and B. One retrieval path serves the turn, the recall endpoint and
 Degradation: the embedder down or slow → lexical candidates only, flagged
 `embedder_unavailable`; no room at the embedder (app/services/embedding.py) → lexical at
 once, flagged `embedder_busy`; the reranker failing → fusion order, flagged
-`reranker_failed`. None of them ever fails the turn.
+`reranker_failed`; the query rewriter failing → the rule rewrite alone, flagged
+`rewriter_failed`. None of them ever fails the turn (one flag is reported: the embedder's
+first, then the reranker's).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from datetime import datetime
 
 from app.core import rerank
 from app.core.errors import OverLimit
-from app.core.ports import RerankerUnavailable
+from app.core.ports import QueryRewriterUnavailable, RerankerUnavailable
 from app.core.rerank import (
     Candidate,
     EvidenceRules,
@@ -29,7 +31,7 @@ from app.core.rerank import (
     truncate_to_tokens,
 )
 from app.core.results import RecalledChunk, RecalledText, RecallResult
-from app.core.rewrite import RewrittenQuery, rewrite
+from app.core.rewrite import RewrittenQuery, rewrite, with_expansion
 from app.core.types import EmbeddedChunk, tenant_of
 from app.core.vectors import cosine
 from app.services.context import ServiceContext
@@ -44,10 +46,12 @@ from app.store.models import ChunkRow
 from app.store.recall import UnitHit
 
 RERANKER_FAILED = "reranker_failed"
+REWRITER_FAILED = "rewriter_failed"
 
 
 @dataclass(frozen=True)
 class Retrieval:
+    query: RewrittenQuery  # as searched for (with the rewriter's restatement, if any)
     items: list[Injected]
     considered: list[ScoredHit]
     fallback: str | None = None
@@ -265,20 +269,64 @@ async def _candidates(
     return list(found.values())
 
 
-async def _rerank(
-    ctx: ServiceContext, query: RewrittenQuery, hits: list[ScoredHit]
-) -> tuple[list[ScoredHit], str | None]:
-    if ctx.reranker is None or not hits:
-        return hits, None
+async def _reranker_scores(
+    ctx: ServiceContext, query: RewrittenQuery, hits: Sequence[ScoredHit]
+) -> list[float] | None:
+    """The reranker's scores of the best `top_n` hits; None when it failed or is too slow."""
+    assert ctx.reranker is not None
     settings = ctx.settings.reranker
-    documents = [hit.candidate.raw_text[: settings.max_chars] for hit in hits]
+    documents = [hit.candidate.raw_text[: settings.max_chars] for hit in hits[: settings.top_n]]
     try:
         scores = await asyncio.wait_for(
-            ctx.reranker.rerank(query.text, documents), timeout=settings.timeout_s
+            ctx.reranker.rerank(query.question, documents), timeout=settings.timeout_s
         )
-        return rerank.reorder(hits, scores), None
-    except (RerankerUnavailable, TimeoutError, ValueError):
+    except (RerankerUnavailable, TimeoutError):
+        return None
+    return scores if len(scores) == len(documents) else None
+
+
+async def _ranked_evidence(
+    ctx: ServiceContext,
+    query: RewrittenQuery,
+    hits: list[ScoredHit],
+    rules: EvidenceRules,
+    *,
+    gated: bool,
+) -> tuple[list[ScoredHit], str | None]:
+    """The evidence in its final order, and the fallback flag if the reranker failed. With a
+    judging reranker (`reranker.judge_floor`) its scores decide what is evidence and the local
+    floors step in only when it fails; otherwise the floors decide and it reorders."""
+    floor = ctx.settings.reranker.judge_floor
+    if ctx.reranker is not None and floor is not None:
+        candidates = rerank.said_on_the_day(hits, rules.period)
+        scores = await _reranker_scores(ctx, query, candidates) if candidates else []
+        if scores is not None:
+            return rerank.judged(candidates, scores, floor), None
+        return rerank.evidence(hits, rules, gated=gated), RERANKER_FAILED
+    hits = rerank.evidence(hits, rules, gated=gated)
+    if ctx.reranker is None or not hits:
+        return hits, None
+    scores = await _reranker_scores(ctx, query, hits)
+    if scores is None:
         return hits, RERANKER_FAILED
+    return rerank.reorder(hits, scores), None
+
+
+async def expanded(
+    ctx: ServiceContext, query: RewrittenQuery, recent: Sequence[str]
+) -> tuple[RewrittenQuery, str | None]:
+    """`query` with the query rewriter's restatement when one is configured; unchanged, with
+    the fallback flag, when it fails or is slower than `llm.rewrite_timeout_s`."""
+    if ctx.query_rewriter is None:
+        return query, None
+    try:
+        expansion = await asyncio.wait_for(
+            ctx.query_rewriter.rewrite(query.question, recent),
+            timeout=ctx.settings.llm.rewrite_timeout_s,
+        )
+    except (QueryRewriterUnavailable, TimeoutError):
+        return query, REWRITER_FAILED
+    return with_expansion(query, expansion), None
 
 
 def evidence_rules(
@@ -310,15 +358,21 @@ async def retrieve(
     window_seqs: Collection[int] = (),
     fresh: Sequence[EmbeddedChunk] = (),
     exclude_ids: Collection[str] = (),
+    recent: Sequence[str] = (),
 ) -> Retrieval:
     """The packed items for `query`. `asked`: recall asked for outside a turn (the endpoint,
     the tool), judged by the lenient floors; a turn is judged by the automatic ones, and
     `gated` (no reference word, not `force`) keeps only the hits that hold on their own
     (see `core.rerank.evidence`).
     `exclude_ids`: chunks the caller already has in its context; they are reported in
-    `already_in_context` when they match, never returned twice."""
+    `already_in_context` when they match, never returned twice. `recent`: the last turns'
+    texts, for the query rewriter."""
     settings = ctx.settings.recall
     timings: dict[str, float] = {}
+    mark = time.perf_counter()
+    query, rewrite_fallback = await expanded(ctx, query, recent)
+    if ctx.query_rewriter is not None:
+        timings["rewrite"] = _ms_since(mark)
     mark = time.perf_counter()
     vectors, embed_fallback = await query_vectors(ctx, tenant_of(session_key), query.text)
     timings["embed"] = _ms_since(mark)
@@ -341,8 +395,7 @@ async def retrieve(
     held = rerank.evidence(hits, rules, gated=True)
     excluded = [h.candidate.chunk_id for h in held if h.candidate.chunk_id in exclude_ids]
     hits = [h for h in hits if h.candidate.chunk_id not in exclude_ids]
-    hits = rerank.evidence(hits, rules, gated=gated)
-    hits, rerank_fallback = await _rerank(ctx, query, hits)
+    hits, rerank_fallback = await _ranked_evidence(ctx, query, hits, rules, gated=gated)
     items = rerank.pack(
         hits,
         top_k=top_k,
@@ -354,8 +407,9 @@ async def retrieve(
         focus=focus_terms(query),
     )
     timings["rerank"] = _ms_since(mark)
-    fallback = embed_fallback or rerank_fallback
+    fallback = embed_fallback or rerank_fallback or rewrite_fallback
     return Retrieval(
+        query=query,
         items=items,
         considered=hits,
         fallback=fallback,
@@ -421,7 +475,7 @@ async def recall_query(
     results = found.recalled_texts()
     return RecallResult(
         query=text,
-        query_rewritten=query.text,
+        query_rewritten=found.query.text,
         results=results,
         message=_recall_message(results, found.already_in_context),
         already_in_context=found.already_in_context,

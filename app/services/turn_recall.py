@@ -103,12 +103,12 @@ async def recall_for_turn(
     if result.skipped_reason:
         return result
     assert asked is not None and asked.content is not None
+    recent = _recent_texts(snap, ctx.settings.recall.context_turns)
     query = rewrite(
         asked.content[: ctx.settings.recall.max_query_chars],
-        _recent_texts(snap, ctx.settings.recall.context_turns),
+        recent,
         asked_at=asked.created_at or ctx.clock(),
     )
-    result.query = query
     top_k, budget = _limits(ctx, plan, extra_tokens)
     forced = inp.recall == "force" or query.has_reference
     found = await retrieve(
@@ -120,7 +120,9 @@ async def recall_for_turn(
         gated=not forced,
         window_seqs={m.seq for m in plan.window_after if m.stub_chunk_id is None},
         fresh=batch.chunks,
+        recent=recent,
     )
+    result.query = found.query
     result.hits, result.fallback, result.timings_ms = (
         found.recalled(),
         found.fallback,

@@ -5,6 +5,7 @@ quick run measured, so a change that loses recall fails here before it reaches t
 from __future__ import annotations
 
 from app.evaluation.hard_recall import HardConfig, markdown, rows, run_pressure
+from app.evaluation.oracle import with_oracle
 from app.providers.embedders import LocalEmbedder
 from app.providers.tokenizer import default_counter
 from app.services.context import ServiceContext
@@ -22,15 +23,25 @@ FLOORS = {  # group: (Recall@5 through recall, needle in prompt)
 }
 MAX_FALSE_INJECTION = 0.28
 MIN_TWIN_NO_MATCH = 0.10
+# The scripted LLM (rewrite and judge) wrong on a tenth of its calls, same quick form:
+# Recall@5 en 0.91, zh 0.92; needle in prompt 0.91 / 0.92; false injection 0.08.
+ORACLE_ERROR_RATE = 0.1
+ORACLE_RECALL_AT_5 = 0.87
+ORACLE_IN_PROMPT = 0.85
+ORACLE_MAX_FALSE_INJECTION = 0.13
 
 
-async def test_the_hard_set_keeps_its_floors(database: Database) -> None:
-    ctx = ServiceContext(
+def local_context(database: Database) -> ServiceContext:
+    return ServiceContext(
         database=database,
         counter=default_counter(),
         embedder=LocalEmbedder(),
         settings=Settings(database_url="postgresql://bound-in-tests"),
     )
+
+
+async def test_the_hard_set_keeps_its_floors(database: Database) -> None:
+    ctx = local_context(database)
     config = HardConfig.quick()
     run = await run_pressure(ctx, config, config.pressures[0], with_ceiling=True)
     table = {row.group: row for row in rows(run.outcomes)}
@@ -46,3 +57,19 @@ async def test_the_hard_set_keeps_its_floors(database: Database) -> None:
     assert table["all"].false_injection <= MAX_FALSE_INJECTION
     assert table["all"].twin_no_match >= MIN_TWIN_NO_MATCH
     assert table["all"].archived == table["all"].needles  # every fact had left the window
+
+
+async def test_a_judge_and_a_rewriter_that_err_still_lift_recall(database: Database) -> None:
+    """The LLM path end to end with the scripted LLM of `app/evaluation/oracle.py`, wrong on
+    a tenth of its calls: its judgement must reach both the recall results and the prompt,
+    above what the local path measures in the same form (the figures in the comment above)."""
+    ctx = with_oracle(local_context(database), "both", error_rate=ORACLE_ERROR_RATE)
+    config = HardConfig.quick()
+    run = await run_pressure(ctx, config, config.pressures[0], with_ceiling=False)
+    table = {row.group: row for row in rows(run.outcomes)}
+    print("\n" + markdown(config.pressures[0], list(table.values())))
+    for language in ("en", "zh"):
+        row = table[language]
+        assert row.recall_at_5 is not None and row.recall_at_5 >= ORACLE_RECALL_AT_5, row
+        assert row.in_prompt >= ORACLE_IN_PROMPT, row
+    assert table["all"].false_injection <= ORACLE_MAX_FALSE_INJECTION

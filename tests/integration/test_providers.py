@@ -13,14 +13,22 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from app.core.ports import ChatModelUnavailable, EmbedderUnavailable, RerankerUnavailable
+from app.core.ports import (
+    ChatModelUnavailable,
+    EmbedderUnavailable,
+    QueryRewriterUnavailable,
+    RerankerUnavailable,
+)
 from app.core.vectors import cosine
 from app.loopback import free_loopback_port
+from app.main import MissingSetting, build_context
 from app.providers.embedders import LocalEmbedder, OpenAIEmbedder
 from app.providers.llm import OpenAIChatModel
+from app.providers.llm_recall import LlmQueryRewriter, LlmReranker
 from app.providers.reranker import HttpReranker
 from app.services.context import ServiceContext
 from app.services.turns import run_turn
+from app.settings import Settings
 from tests.builders import user, words
 from tests.integration.test_turn_invariants import turn_input
 
@@ -207,3 +215,51 @@ async def test_chat_model_failures_are_unavailable(reply: httpx.Response) -> Non
     with pytest.raises(ChatModelUnavailable):
         await model.complete("rules", "draft")
     await model.aclose()
+
+
+def completion_saying(text: str) -> httpx.Response:
+    return httpx.Response(
+        200,
+        json={
+            "id": "c1",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": text},
+                }
+            ],
+        },
+    )
+
+
+async def test_the_llm_judge_and_rewriter_speak_through_the_openai_sdk() -> None:
+    judge = LlmReranker(chat_model_answering(completion_saying("[3, 10]")))
+    assert await judge.rerank("q", ["a", "b"]) == [0.3, 1.0]
+    rewriter = LlmQueryRewriter(chat_model_answering(completion_saying("hosting spend cap\n")))
+    assert await rewriter.rewrite("How much for hosting?", []) == "hosting spend cap"
+
+
+async def test_the_llm_judge_and_rewriter_fail_as_their_ports_say() -> None:
+    down = chat_model_answering(httpx.Response(500, json={"error": {"message": "boom"}}))
+    with pytest.raises(RerankerUnavailable):
+        await LlmReranker(down).rerank("q", ["a"])
+    with pytest.raises(QueryRewriterUnavailable):
+        await LlmQueryRewriter(down).rewrite("q", [])
+
+
+def test_llm_help_needs_the_chat_model_and_shares_it() -> None:
+    with pytest.raises(MissingSetting, match="EBBTIDE_LLM__BASE_URL"):
+        build_context(Settings(reranker={"kind": "llm"}), "postgresql://unused")  # type: ignore[arg-type]
+    with pytest.raises(MissingSetting, match="EBBTIDE_LLM__BASE_URL"):
+        build_context(Settings(llm={"rewrite_queries": True}), "postgresql://unused")  # type: ignore[arg-type]
+    llm = {"base_url": "http://llm.test/v1", "rewrite_queries": True}
+    ctx = build_context(Settings(llm=llm, reranker={"kind": "llm"}), "postgresql+psycopg://u@h/d")  # type: ignore[arg-type]
+    assert isinstance(ctx.reranker, LlmReranker) and isinstance(
+        ctx.query_rewriter, LlmQueryRewriter
+    )
+    assert ctx.settings.reranker.judge_floor == 0.5
+    assert build_context(Settings(), "postgresql+psycopg://u@h/d").query_rewriter is None

@@ -14,6 +14,7 @@ from app.core.rerank import (
     excerpt,
     format_block,
     fuse,
+    judged,
     lexical_scores,
     names_speaker,
     pack,
@@ -135,6 +136,18 @@ def test_without_vectors_words_and_entities_decide() -> None:
 def test_external_scores_reorder_the_hits() -> None:
     hits = [ScoredHit(make_candidate("a"), 0.9, 0), ScoredHit(make_candidate("b"), 0.1, 0)]
     assert [h.candidate.chunk_id for h in reorder(hits, [0.2, 0.7])] == ["b", "a"]
+
+
+def test_hits_beyond_the_rerankers_n_follow_in_fusion_order() -> None:
+    hits = [ScoredHit(make_candidate(c), 0.9 - i / 10, 0) for i, c in enumerate("abcd")]
+    assert [h.candidate.chunk_id for h in reorder(hits, [0.1, 0.8])] == ["b", "a", "c", "d"]
+
+
+def test_a_judge_keeps_what_it_scores_at_its_floor_and_nothing_it_did_not_see() -> None:
+    hits = [ScoredHit(make_candidate(c), 0.9 - i / 10, 0) for i, c in enumerate("abcd")]
+    kept = judged(hits, [0.4, 0.5, 1.0], floor=0.5)
+    assert [(h.candidate.chunk_id, h.score) for h in kept] == [("c", 1.0), ("b", 0.5)]
+    assert judged(hits, [0.0, 0.0, 0.0, 0.0], floor=0.5) == []
 
 
 def test_truncation_keeps_a_prefix_within_the_cap() -> None:

@@ -4,7 +4,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.core.rewrite import content_terms, extract_entities, has_reference, rewrite
+from app.core.rewrite import (
+    content_terms,
+    extract_entities,
+    has_reference,
+    rewrite,
+    with_expansion,
+)
 
 
 @pytest.mark.parametrize(
@@ -85,3 +91,22 @@ def test_a_named_day_is_read_against_the_time_of_asking() -> None:
     assert query.period is not None and query.period.start == datetime(2026, 3, 12, tzinfo=UTC)
     assert rewrite("What did I cook on 12 March?").period is None  # no time: no date read
     assert rewrite("What did I cook?", asked_at=asked).period is None
+
+
+def test_a_reader_is_shown_the_question_with_what_a_reference_resolved_to() -> None:
+    plain = rewrite("What was the budget we agreed on for cloud servers?")
+    assert plain.question == plain.raw
+    vague = rewrite("what about the second one?", ["Compare plan Alpha with plan Beta-2."])
+    assert vague.question.startswith("what about the second one? (") and "Beta-2" in vague.question
+
+
+def test_a_models_restatement_adds_search_words_but_no_names_or_days() -> None:
+    asked_at = datetime(2026, 5, 4, 12, tzinfo=UTC)
+    query = rewrite("What did Tom decide on 3 May?", asked_at=asked_at)
+    expanded = with_expansion(query, "Tom chose the Hangzhou supplier, vendor picked")
+    assert expanded.text == f"{query.text} Tom chose the Hangzhou supplier, vendor picked"
+    assert expanded.terms[: len(query.terms)] == query.terms
+    assert {"hangzhou", "supplier", "vendor"} <= set(expanded.terms)
+    assert expanded.entities == query.entities and "Hangzhou" not in expanded.entities
+    assert expanded.period == query.period is not None
+    assert expanded.expansion == "Tom chose the Hangzhou supplier, vendor picked"
