@@ -9,10 +9,13 @@ import math
 from collections.abc import Sequence
 
 
+def dot(a: Sequence[float], b: Sequence[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
-    return dot / norm if norm else 0.0
+    norm = math.sqrt(dot(a, a)) * math.sqrt(dot(b, b))
+    return dot(a, b) / norm if norm else 0.0
 
 
 def mean_vector(vectors: Sequence[Sequence[float]]) -> list[float]:

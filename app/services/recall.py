@@ -33,7 +33,7 @@ from app.core.rerank import (
 from app.core.results import RecalledChunk, RecalledText, RecallResult
 from app.core.rewrite import RewrittenQuery, rewrite, with_expansion
 from app.core.types import EmbeddedChunk, tenant_of
-from app.core.vectors import cosine
+from app.core.vectors import cosine, dot
 from app.services.context import ServiceContext
 from app.services.policies import item_shape
 from app.services.sessions import owned_session
@@ -104,10 +104,6 @@ def _from_row(
     )
 
 
-def _dot(a: Sequence[float], b: Sequence[float]) -> float:
-    return sum(x * y for x, y in zip(a, b, strict=True))
-
-
 def _from_fresh(
     fresh: EmbeddedChunk, query: QueryVectors | None, context_weight: float, focus: UnitFocus
 ) -> Candidate:
@@ -117,11 +113,11 @@ def _from_fresh(
     lift = 0.0
     if query is not None and fresh.unit_vectors and fresh.vector is not None:
         scored = [
-            (_dot(vector, query.shifted), focus.bonus(unit.created_at, unit.speaker), vector)
+            (dot(vector, query.shifted), focus.bonus(unit.created_at, unit.speaker), vector)
             for unit, vector in zip(draft.units, fresh.unit_vectors, strict=True)
         ]
         best_score, lift, best = max(scored, key=lambda row: row[0] + row[1])
-        score = best_score + context_weight * _dot(fresh.vector, query.shifted)
+        score = best_score + context_weight * dot(fresh.vector, query.shifted)
         similarity = cosine(best, query.vector)
     return Candidate(
         chunk_id=draft.id,

@@ -35,10 +35,10 @@ async def reembed(
     while True:
         async with ctx.database.transaction() as db:
             todo = await chunk_store.chunks_to_reembed(db, model, session_key, batch)
-            units = [await chunk_store.units_of(db, c.session_id, c.id) for c in todo]
+            stored = await chunk_store.units_of(db, todo)
         if not todo:
             return ReembedReport(embedded, None)
-        units = [found or [_whole_text_unit(c)] for c, found in zip(todo, units, strict=True)]
+        units = [stored.get((c.session_id, c.id)) or [_whole_text_unit(c)] for c in todo]
         texts = [u.text(c.raw_text)[:limit] for c, us in zip(todo, units, strict=True) for u in us]
         try:
             vectors = await ctx.embedder.embed_passages(texts)

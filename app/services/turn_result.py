@@ -26,18 +26,19 @@ class Outcome:
     recall: TurnRecall
 
     @property
+    def estimate_without_recall(self) -> int:
+        """What the watermark measures: the prompt as sent (new notes included), recalled
+        text aside."""
+        return self.plan.estimate_after + self.notes_delta
+
+    @property
     def estimate_sent(self) -> int:
         """Estimated tokens of the prompt as sent: new notes and recalled block included."""
-        return self.plan.estimate_after + self.notes_delta + round(self.recall.tokens)
+        return self.estimate_without_recall + self.recall.tokens
 
     @property
     def prompt_tokens(self) -> int:
         return calibrated(self.estimate_sent, self.plan.calibration_ratio)
-
-    @property
-    def estimate_without_recall(self) -> int:
-        """What the watermark measures: the prompt as sent, recalled text aside."""
-        return self.estimate_sent - round(self.recall.tokens)
 
 
 def _offload_summary(outcome: Outcome) -> OffloadSummary:
@@ -67,7 +68,10 @@ def _usage(outcome: Outcome) -> TurnUsage:
         reserve_tokens=budget.reserve,
         recall_reserve_tokens=budget.recall_reserve,
         budget=budget.available,
-        watermark=round((outcome.prompt_tokens - outcome.recall.tokens) / budget.available, 4),
+        watermark=round(
+            calibrated(outcome.estimate_without_recall, plan.calibration_ratio) / budget.available,
+            4,
+        ),
         trigger_ratio=round(plan.prompt_tokens_before / budget.available, 4),
         level=plan.level,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
@@ -96,17 +96,25 @@ async def chunks_to_reembed(
     return list((await db.execute(statement)).scalars())
 
 
-async def units_of(db: AsyncSession, session_id: str, chunk_id: str) -> list[UnitDraft]:
+async def units_of(
+    db: AsyncSession, chunks: Sequence[ChunkRow]
+) -> dict[tuple[str, str], list[UnitDraft]]:
+    """(session id, chunk id) → the chunk's units in order, for all `chunks` in one statement
+    (a chunk with none is absent)."""
+    if not chunks:
+        return {}
+    keys = [(chunk.session_id, chunk.id) for chunk in chunks]
     rows = await db.execute(
         select(ChunkUnitRow)
         .options(defer(ChunkUnitRow.embedding))
-        .where(ChunkUnitRow.session_id == session_id, ChunkUnitRow.chunk_id == chunk_id)
-        .order_by(ChunkUnitRow.ord)
+        .where(tuple_(ChunkUnitRow.session_id, ChunkUnitRow.chunk_id).in_(keys))
+        .order_by(ChunkUnitRow.session_id, ChunkUnitRow.chunk_id, ChunkUnitRow.ord)
     )
-    return [
-        UnitDraft(r.ord, r.seq, r.said_at, r.text_start, r.text_end, r.speaker)
-        for r in rows.scalars()
-    ]
+    found: dict[tuple[str, str], list[UnitDraft]] = {}
+    for r in rows.scalars():
+        unit = UnitDraft(r.ord, r.seq, r.said_at, r.text_start, r.text_end, r.speaker)
+        found.setdefault((r.session_id, r.chunk_id), []).append(unit)
+    return found
 
 
 async def set_embedding(
