@@ -18,7 +18,7 @@ from app.providers.embedders import HashEmbedder, LocalEmbedder, OpenAIEmbedder
 from app.providers.llm import OpenAIChatModel
 from app.providers.llm_recall import LlmQueryRewriter, LlmReranker
 from app.providers.reranker import HttpReranker
-from app.providers.tokenizer import default_counter
+from app.providers.tokenizer import counter_for_model, default_counter
 from app.services.context import ServiceContext
 from app.services.maintenance import purge_periodically
 from app.settings import Settings, get_settings
@@ -101,6 +101,7 @@ def build_context(settings: Settings, database_url: str) -> ServiceContext:
     return ServiceContext(
         database=Database.connect(database_url, pool_size=settings.db.pool_size),
         counter=default_counter(),
+        counters=counter_for_model,
         embedder=build_embedder(settings),
         settings=settings,
         reranker=build_reranker(settings, chat_model),

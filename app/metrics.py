@@ -54,6 +54,14 @@ NOTES_REBUILDS = Counter(
     "ebbtide_notes_rebuilds_total", "Notes rendered again (at an offload or a retry).", ["source"]
 )
 TURN_SECONDS = Histogram("ebbtide_turn_seconds", "Server time spent on one turn.")
+PROVIDER_PROMPT_TOKENS = Counter(
+    "ebbtide_provider_prompt_tokens",
+    "Prompt tokens the clients' providers reported for Ebbtide's prompts.",
+)
+PROVIDER_CACHED_TOKENS = Counter(
+    "ebbtide_provider_cached_prompt_tokens",
+    "Of those, tokens the providers' prompt caches served (over the above: the hit share).",
+)
 HTTP_REQUESTS = Counter(
     "ebbtide_http_requests_total", "HTTP requests by route template.", ["method", "route", "status"]
 )
@@ -87,10 +95,11 @@ STAGES = {
 
 
 def recall_outcome(recall: TurnRecallSummary) -> str:
-    if recall.skipped_reason:
-        return "skipped"
+    """A degraded search first: it may also end skipped (its evidence already held)."""
     if recall.fallback:
         return "fallback"
+    if recall.skipped_reason:
+        return "skipped"
     return "hit" if recall.hits else "miss"
 
 
@@ -122,5 +131,8 @@ def observe_turn(result: TurnResult) -> None:
         RERANK_TOP_SCORE.observe(max(hit.score for hit in recall.hits))
     if result.notes.updated:
         NOTES_REBUILDS.labels(source=result.notes.source or "extractive").inc()
+    if usage.observed_prompt_tokens is not None and usage.observed_cached_tokens is not None:
+        PROVIDER_PROMPT_TOKENS.inc(usage.observed_prompt_tokens)
+        PROVIDER_CACHED_TOKENS.inc(min(usage.observed_cached_tokens, usage.observed_prompt_tokens))
     for reason in {offload.fallback, recall.fallback} - {None}:
         FALLBACKS.labels(reason=reason).inc()

@@ -19,6 +19,7 @@ from pathlib import Path
 from app.core.stats import percentiles
 from app.evaluation.hard_recall import HardConfig, markdown, rows, run_pressure
 from app.evaluation.oracle import LLM_HELP, LlmHelp, with_oracle
+from app.evaluation.report import prefix_line
 from app.providers.embedders import LocalEmbedder
 from app.providers.tokenizer import default_counter
 from app.services.context import ServiceContext
@@ -66,11 +67,13 @@ async def main(
                 f"\nconversation tokens {run.tokens}; recall search p50 {search['p50']:.1f} "
                 f"p95 {search['p95']:.1f} ms; {time.perf_counter() - started:.0f} s\n"
             )
+            print(prefix_line(asdict(run.prefix())) + "\n")
             report.append(
                 {
                     "pressure": pressure,
                     "rows": [asdict(r) for r in table],
                     "search_ms": search,
+                    "stable_prefix": asdict(run.prefix()),
                     "misses": [
                         {
                             "id": o.needle.id,

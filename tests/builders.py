@@ -5,25 +5,24 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from app.core.types import FunctionCall, Message, ToolCall, WindowMessage
+from app.core.formats import openai
+from app.core.messages import Message, ToolCall
+from app.core.types import WindowMessage
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
 def user(content: str) -> Message:
-    return Message(role="user", content=content)
+    return Message.of("user", content)
 
 
 def assistant(content: str | None = None, calls: list[tuple[str, str]] | None = None) -> Message:
-    tool_calls = [
-        ToolCall(id=call_id, function=FunctionCall(name=name, arguments='{"q": 1}'))
-        for call_id, name in calls or []
-    ]
-    return Message(role="assistant", content=content, tool_calls=tool_calls or None)
+    tool_calls = [ToolCall(call_id, name, '{"q": 1}') for call_id, name in calls or []]
+    return Message.of("assistant", content, calls=tool_calls)
 
 
 def tool(call_id: str, content: str) -> Message:
-    return Message(role="tool", tool_call_id=call_id, content=content)
+    return Message.of("tool", content, answers=call_id)
 
 
 def make_window_message(**overrides: Any) -> WindowMessage:
@@ -48,4 +47,4 @@ def words(count: int, word: str = "lorem") -> str:
 
 
 def turn_body(*messages: Message, **fields: Any) -> dict[str, Any]:
-    return {"messages": [m.to_openai() for m in messages], **fields}
+    return {"messages": [openai.as_json(m) for m in messages], **fields}

@@ -14,7 +14,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.schemas import ErrorBody
+from app.api.message_schemas import MESSAGE_TAGS
+from app.api.schemas import TURN_FORMATS, ErrorBody
 from app.core import errors
 from app.core.memory_tool import MemoryType
 from app.core.types import JsonObject
@@ -37,6 +38,7 @@ STATUS_BY_ERROR: dict[type[errors.DomainError], int] = {
     errors.Forbidden: 403,
     errors.SessionNotFound: 404,
     errors.ChunkNotFound: 404,
+    errors.BlobNotFound: 404,
     errors.IdempotencyKeyReused: 409,
     errors.ReplayForgotten: 409,
     errors.SessionBusy: 409,
@@ -53,7 +55,7 @@ ERROR_RESPONSES: dict[int | str, JsonObject] = {
         (400, "Malformed JSON"),
         (401, "Missing or unknown API key"),
         (403, "The key lacks the scope"),
-        (404, "Unknown session or chunk"),
+        (404, "Unknown session, chunk or blob"),
         (409, "Idempotency-Key reused with another body, or the session stayed busy"),
         (413, "Body or message over the size limit"),
         (429, "Rate limit reached; retry after details.retry_after_s seconds"),
@@ -86,8 +88,25 @@ async def _domain_error(_: Request, error: Exception) -> JSONResponse:
 
 
 def _field_path(location: tuple[Any, ...]) -> str:
+    """The field a validation error names, without the tags pydantic puts in the path for
+    the turn's format and for a message's role or item type (they are no fields)."""
     parts = [str(p) for p in location if p != "body"]
+    if parts and parts[0] in TURN_FORMATS:
+        parts = parts[1:]
+    if (
+        len(parts) > 2
+        and parts[0] == "messages"
+        and parts[1].isdigit()
+        and parts[2] in MESSAGE_TAGS
+    ):
+        parts = parts[:2] + parts[3:]
     return ".".join(parts) if parts else "body"
+
+
+def _memory_type_unknown(item: Any) -> bool:
+    """The memory tool's `type` named no command (its union is the one tagged by `type`)."""
+    discriminator = (item.get("ctx") or {}).get("discriminator")
+    return str(item.get("type", "")).startswith("union_tag_") and discriminator == "'type'"
 
 
 async def _validation_error(_: Request, error: Exception) -> JSONResponse:
@@ -100,8 +119,7 @@ async def _validation_error(_: Request, error: Exception) -> JSONResponse:
         return error_response(
             400, "malformed_json", "the body is not valid JSON", {"problems": problems}
         )
-    tags = [item for item in error.errors() if item.get("type", "").startswith("union_tag_")]
-    if tags:
+    if any(_memory_type_unknown(item) for item in error.errors()):
         valid = ", ".join(t.value for t in MemoryType)
         return error_response(
             422,

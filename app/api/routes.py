@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Response
@@ -12,6 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from app.api.deps import principal, service_context, tenant_with
 from app.api.errors import ERROR_RESPONSES, error_response
 from app.api.schemas import (
+    BLOB_HASH_PATTERN,
     CHUNK_ID_PATTERN,
     EVENT_KIND_PATTERN,
     SESSION_ID_PATTERN,
@@ -26,9 +28,12 @@ from app.api.schemas import (
     StatusView,
     ToolDefinitions,
     TurnRequest,
+    TurnRequestBody,
     TurnResponse,
 )
+from app.core.assemble import PromptFormat
 from app.core.errors import MessageTooLarge, TooManyMessages
+from app.core.messages import Format, Message
 from app.core.plan import TurnInput
 from app.core.scopes import Scope
 from app.services.auth import Principal
@@ -36,7 +41,7 @@ from app.services.context import ServiceContext
 from app.services.memory import remember
 from app.services.memory_tool import call_memory, definitions
 from app.services.recall import recall_query
-from app.services.sessions import list_events, read_chunk, session_status
+from app.services.sessions import list_events, read_blob, read_chunk, session_status
 from app.services.turns import run_turn
 
 router = APIRouter()
@@ -48,25 +53,25 @@ Writer = Annotated[str, Depends(tenant_with(Scope.WRITE))]
 Caller = Annotated[Principal, Depends(principal)]
 
 
-def _check_limits(body: TurnRequest, ctx: ServiceContext) -> None:
+def _check_limits(messages: Sequence[Message], ctx: ServiceContext) -> None:
     limits = ctx.settings.limits
-    if len(body.messages) > limits.max_messages_per_turn:
+    if len(messages) > limits.max_messages_per_turn:
         raise TooManyMessages(
             f"a turn carries at most {limits.max_messages_per_turn} messages",
             field="messages",
             limit=limits.max_messages_per_turn,
-            got=len(body.messages),
+            got=len(messages),
         )
-    for index, message in enumerate(body.messages):
-        if message.content and len(message.content) > limits.max_message_chars:
+    for index, message in enumerate(messages):
+        if len(message.text) > limits.max_message_chars:
             raise MessageTooLarge(
-                f"messages[{index}].content is longer than {limits.max_message_chars} characters",
-                field=f"messages[{index}].content",
+                f"messages[{index}] says more than {limits.max_message_chars} characters",
+                field=f"messages[{index}]",
                 limit=limits.max_message_chars,
             )
 
 
-def _request_hash(body: TurnRequest) -> str:
+def _request_hash(body: TurnRequestBody) -> str:
     canonical = json.dumps(body.model_dump(mode="json", exclude_none=True), sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -84,13 +89,16 @@ async def post_turn(
     tenant: Writer,
     idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
 ) -> TurnResponse:
-    """Store this turn's messages and answer with the prompt to send to the model."""
-    _check_limits(body, ctx)
+    """Store this turn's messages and answer with the prompt to send to the model. The
+    messages come in `format` (`openai`, `anthropic` or `responses`); the prompt is rendered
+    in `prompt_format` (default: the same)."""
+    system, messages = body.read()
+    _check_limits(messages, ctx)
     turn = TurnInput(
         session_id=session_id,
         tenant_id=tenant,
-        messages=body.messages,
-        system=body.system,
+        messages=messages,
+        system=system,
         tools=body.tools,
         model=body.model,
         context_window=body.context_window,
@@ -98,6 +106,8 @@ async def post_turn(
         policy=body.policy.model_dump(exclude_none=True) if body.policy else None,
         recall=body.recall,
         observed_prompt_tokens=body.observed_prompt_tokens,
+        observed_cached_tokens=body.observed_cached_tokens,
+        prompt_format=body.prompt_format or PromptFormat.of_input(Format(body.format)),
         idempotency_key=idempotency_key,
         request_hash=_request_hash(body),
     )
@@ -173,6 +183,23 @@ async def get_chunk(
 ) -> ChunkView:
     """One offloaded chunk, raw, by id (oversize stubs point here)."""
     return ChunkView.model_validate(await read_chunk(ctx, tenant, session_id, chunk_id))
+
+
+@router.get(
+    "/sessions/{session_id}/blobs/{blob_hash}",
+    response_class=Response,
+    responses={**ERROR_RESPONSES, 200: {"content": {"application/octet-stream": {}}}},
+    tags=["sessions"],
+)
+async def get_blob(
+    session_id: SessionId,
+    blob_hash: Annotated[str, Path(pattern=BLOB_HASH_PATTERN)],
+    ctx: Context,
+    tenant: Reader,
+) -> Response:
+    """An offloaded image, clip or file, by the hash its chunk names, as its bytes."""
+    found = await read_blob(ctx, tenant, session_id, blob_hash)
+    return Response(found.data, media_type=found.media_type or "application/octet-stream")
 
 
 @router.get("/healthz", tags=["ops"])

@@ -6,12 +6,39 @@ decide only how they look on the wire: timestamps as ISO 8601 text, ranges as li
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Literal, assert_never
 
-from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+)
 
+from app.api.message_schemas import (
+    AnthropicMessage,
+    OpenAIMessage,
+    Posted,
+    ResponsesItem,
+    SystemTextBlock,
+    field_of,
+)
 from app.core import results
+from app.core.assemble import PromptFormat
+from app.core.errors import ConflictingSystemPrompt
+from app.core.formats import (
+    SystemPrompt,
+    anthropic,
+    leading_system,
+    read_posted,
+    system_from_messages,
+)
 from app.core.inputs import INT32_MAX, InputModel
 from app.core.memory_tool import (
     MemoryAnswer,
@@ -26,7 +53,8 @@ from app.core.memory_tool import (
     RememberArguments,
     ToolHelp,
 )
-from app.core.types import JsonObject, Message
+from app.core.messages import Format, Message
+from app.core.types import JsonObject
 
 __all__ = [
     "MemoryCall",
@@ -47,6 +75,7 @@ SESSION_ID_PATTERN = (
     rf"^(?:{_NOT_DOT}{_ID_CHAR}{{0,127}}|\.{_NOT_DOT}{_ID_CHAR}{{0,126}}|\.\.{_ID_CHAR}{{1,126}})$"
 )
 CHUNK_ID_PATTERN = r"^[A-Za-z0-9_\-]{1,40}$"
+BLOB_HASH_PATTERN = r"^[0-9a-f]{64}$"
 EVENT_KIND_PATTERN = r"^[a-z_]{1,32}$"
 
 
@@ -63,15 +92,13 @@ class PolicyOverride(InputModel):
     cooldown_turns: int | None = Field(None, ge=0, le=10_000)
 
 
-class TurnRequest(InputModel):
-    """New messages since the last call: the previous assistant reply, tool results, the new
-    user input. `system`, `tools`, `model`, `context_window`, `reserve_tokens` and `policy`
-    are remembered by the session once sent (send them again only to change them)."""
+class _TurnFields(InputModel):
+    """What every input format's turn carries besides its messages. `system`, `tools`,
+    `model`, `context_window`, `reserve_tokens` and `policy` are remembered by the session
+    once sent (send them again only to change them)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    messages: list[Message] = Field(min_length=1)
-    system: str | None = None
     tools: list[JsonObject] | None = None
     model: str | None = Field(None, min_length=1, max_length=256)
     context_window: int | None = Field(None, ge=256, le=100_000_000)
@@ -84,6 +111,105 @@ class TurnRequest(InputModel):
         le=INT32_MAX,
         description="The provider's prompt_tokens for the last assembled prompt.",
     )
+    observed_cached_tokens: int | None = Field(
+        None,
+        ge=0,
+        le=INT32_MAX,
+        description="How many of them the provider's prompt cache served (OpenAI "
+        "`usage.prompt_tokens_details.cached_tokens`, Anthropic `cache_read_input_tokens`).",
+    )
+    prompt_format: PromptFormat | None = Field(
+        None,
+        description="The format of the answer's prompt (default: the input format): "
+        "`openai`, `openai-single-system` (one leading system message, for strict chat "
+        "templates), `anthropic` (top-level `system` blocks and Messages-API messages), or "
+        "`responses` (Responses API input items).",
+    )
+
+
+def _read(fmt: Format, posted: Sequence[Posted]) -> list[Message]:
+    return [replace(read_posted(fmt, p.posted()), created_at=p.created_at) for p in posted]
+
+
+def _system_from_leading(
+    fmt: Format, system: str | None, messages: list[Message]
+) -> tuple[SystemPrompt | None, list[Message]]:
+    """OpenAI and Responses turns may open with `system` / `developer` messages: they are
+    C0, as `system` is; later ones are instructions said at that point of the conversation."""
+    leading = leading_system(messages)
+    if leading and system is not None:
+        raise ConflictingSystemPrompt(
+            "send the system prompt either as `system` or as leading system/developer "
+            "messages, not both",
+            field="system",
+        )
+    if leading:
+        return system_from_messages(fmt, messages[:leading]), messages[leading:]
+    return (SystemPrompt(system) if system is not None else None), messages
+
+
+class OpenAITurnRequest(_TurnFields):
+    """New messages since the last call, as Chat Completions messages: the previous
+    assistant reply as received, tool results, the new user input."""
+
+    format: Literal["openai"] = "openai"
+    messages: list[OpenAIMessage] = Field(min_length=1)
+    system: str | None = None
+
+    def read(self) -> tuple[SystemPrompt | None, list[Message]]:
+        """C0 (None: unchanged) and the turn's messages in the one message model."""
+        return _system_from_leading(Format.OPENAI, self.system, _read(Format.OPENAI, self.messages))
+
+
+class AnthropicTurnRequest(_TurnFields):
+    """New messages since the last call, as Messages-API messages; `system` as the API
+    takes it (a string, or text blocks with `cache_control`)."""
+
+    format: Literal["anthropic"]
+    messages: list[AnthropicMessage] = Field(min_length=1)
+    system: str | list[SystemTextBlock] | None = None
+
+    def read(self) -> tuple[SystemPrompt | None, list[Message]]:
+        system = None
+        if self.system is not None:
+            posted = (
+                self.system
+                if isinstance(self.system, str)
+                else [block.posted() for block in self.system]
+            )
+            system = SystemPrompt(anthropic.system_text(posted), Format.ANTHROPIC, posted)
+        return system, _read(Format.ANTHROPIC, self.messages)
+
+
+class ResponsesTurnRequest(_TurnFields):
+    """New input items since the last call, as the Responses API takes them; leading
+    system/developer message items are the system prompt."""
+
+    format: Literal["responses"]
+    messages: list[ResponsesItem] = Field(min_length=1)
+    system: str | None = None
+
+    def read(self) -> tuple[SystemPrompt | None, list[Message]]:
+        items = _read(Format.RESPONSES, self.messages)
+        return _system_from_leading(Format.RESPONSES, self.system, items)
+
+
+def _format_of(value: object) -> object:
+    return field_of(value, "format", Format.OPENAI.value)
+
+
+TurnRequest = Annotated[
+    Annotated[OpenAITurnRequest, Tag("openai")]
+    | Annotated[AnthropicTurnRequest, Tag("anthropic")]
+    | Annotated[ResponsesTurnRequest, Tag("responses")],
+    Discriminator(
+        _format_of,
+        custom_error_type="unknown_format",
+        custom_error_message="format must be one of: openai, anthropic, responses",
+    ),
+]
+TurnRequestBody = OpenAITurnRequest | AnthropicTurnRequest | ResponsesTurnRequest
+TURN_FORMATS = frozenset(f.value for f in Format)
 
 
 def _iso(moment: object) -> object:
@@ -119,6 +245,12 @@ class Usage(_View):
     )
     trigger_ratio: float = Field(description="prompt_tokens / budget before any offload.")
     level: Literal["normal", "offload", "emergency"]
+    observed_prompt_tokens: int | None = Field(
+        description="What the client reported of the previous prompt, as sent."
+    )
+    observed_cached_tokens: int | None = Field(
+        description="Of those, what the provider's prompt cache served, as sent."
+    )
 
 
 class OffloadReport(_View):
@@ -159,6 +291,13 @@ class RecallReport(_View):
     no_match: bool = Field(description="The explicit no-match line was injected.")
     skipped_reason: str | None
     fallback: str | None
+    held_tokens: int = Field(
+        description="Tokens of recalled blocks of earlier turns still in the prompt, where they "
+        "were injected (history until the next offload)."
+    )
+    cleared_held: bool = Field(
+        description="The held blocks gave way this turn: the room kept for recall was full."
+    )
 
 
 class RecallRequest(InputModel):
@@ -233,7 +372,11 @@ class NotesView(_View):
 class TurnResponse(_View):
     session_id: str
     turn: int
-    messages: list[JsonObject] = Field(description="The prompt to send, OpenAI format.")
+    prompt_format: PromptFormat
+    system: list[JsonObject] | None = Field(
+        description="Anthropic's top-level `system` blocks (prompt_format `anthropic` only)."
+    )
+    messages: list[JsonObject] = Field(description="The prompt to send, in prompt_format.")
     usage: Usage
     offload: OffloadReport
     recall: RecallReport
@@ -255,6 +398,11 @@ class ChunkView(_View):
     needs_embedding: bool
     content_hash: str
     raw_text: str
+    messages: list[JsonObject] = Field(
+        description="The messages as posted (`seq`, `format`, `posted`); each image, clip or "
+        "file payload is an `ebbtide-blob:sha256:<hash>` reference, its bytes at "
+        "GET /sessions/{id}/blobs/{hash}."
+    )
 
 
 class Levels(_View):

@@ -14,8 +14,10 @@ from fastapi import APIRouter, Depends
 from app.api.deps import service_context, tenant_with
 from app.api.routes import SessionId
 from app.api.schemas import TurnRequest
+from app.core.formats import openai
+from app.core.messages import Message
 from app.core.scopes import Scope
-from app.core.types import Message, WindowMessage, session_key
+from app.core.types import WindowMessage, session_key
 from app.services.context import ServiceContext
 from app.services.sessions import locked_session
 from app.store import sessions as session_store
@@ -39,7 +41,7 @@ async def store_and_echo(
         await session_store.insert_messages(db, row.id, rows)
         row.next_seq += len(rows)
         row.turn_count += 1
-    return [m.to_openai() for m in messages]
+    return [openai.as_json(m) for m in messages]
 
 
 @router.post("/bench/floor/{session_id}")
@@ -49,5 +51,6 @@ async def post_floor(
     ctx: Annotated[ServiceContext, Depends(service_context)],
     tenant: Annotated[str, Depends(tenant_with(Scope.WRITE))],
 ) -> dict[str, Any]:
-    echoed = await store_and_echo(ctx, tenant, session_id, body.messages)
+    _, messages = body.read()
+    echoed = await store_and_echo(ctx, tenant, session_id, messages)
     return {"session_id": session_id, "messages": echoed}

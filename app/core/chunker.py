@@ -1,14 +1,16 @@
 """Turns the messages chosen for offload into chunks (docs/DESIGN.md §3).
 
 Policy and invariants:
-- Units stay whole: an assistant message with `tool_calls` and the `tool` results that answer
-  it form one unit, never split across C1/C3 or across two chunks.
+- Units stay whole: an assistant message with tool calls and the messages that answer them
+  form one unit, never split across C1/C3 or across two chunks.
 - Chunks are consecutive units grouped by topic: a chunk closes at a topic change (the cosine
   of two neighbouring units' vectors below a threshold) once it holds `min_tokens`, and always
   before it would pass `max_tokens`; a unit larger than that is a chunk of its own. Without
   vectors (embedder down) only the token bound applies. Optional one-unit overlap.
-- Every message's content appears verbatim in its chunk's `raw_text`, under a header line
-  `[turn N · role · timestamp]`; tool calls are written as JSON so they are verbatim too.
+- Every message's words appear verbatim in its chunk's `raw_text`, under a header line
+  `[turn N · role · timestamp]`; tool calls are written as JSON so they are verbatim too,
+  tool results and thinking under a label; an image, clip or file is a stub naming its kind,
+  size and content hash (its bytes are stored once per session, by hash).
 - An oversize message becomes a chunk of its own at once; the window keeps a stub that names
   the chunk, its size and its first and last lines.
 """
@@ -21,8 +23,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from app.core.blobs import archived, blob_hash
 from app.core.budget import Unit
 from app.core.lexical import distinct_terms, sentences
+from app.core.messages import Media, Part, Reasoning, Refusal, Text, ToolCall, ToolResult
 from app.core.ports import TokenCounter
 from app.core.types import ChunkDraft, ChunkKind, UnitDraft, WindowMessage
 from app.core.vectors import cosine, mean_vector
@@ -32,25 +36,25 @@ SUMMARY_HINT_CHARS = 80
 
 
 def group_units(window: Sequence[WindowMessage]) -> list[list[WindowMessage]]:
-    """Splits the window (oldest first) into units of messages that move together."""
+    """Splits the window (oldest first) into units of messages that move together: a message
+    that answers a call of the unit before it joins that unit."""
     units: list[list[WindowMessage]] = []
     open_calls: set[str] = set()
     for item in window:
-        answers_open_call = (
-            item.message.role == "tool" and item.message.tool_call_id in open_calls and units
-        )
-        if answers_open_call:
+        answers = item.message.answered_ids
+        if units and answers and open_calls.intersection(answers):
             units[-1].append(item)
-            open_calls.discard(item.message.tool_call_id or "")
+            open_calls.difference_update(answers)
+            open_calls.update(call.id for call in item.message.calls)
             continue
         units.append([item])
-        open_calls = {call.id for call in item.message.tool_calls or []}
+        open_calls = {call.id for call in item.message.calls}
     return units
 
 
 def _awaits_results(messages: Sequence[WindowMessage]) -> bool:
-    calls = {call.id for m in messages for call in m.message.tool_calls or []}
-    answered = {m.message.tool_call_id for m in messages if m.message.role == "tool"}
+    calls = {call.id for m in messages for call in m.message.calls}
+    answered = {call_id for m in messages for call_id in m.message.answered_ids}
     return bool(calls - answered)
 
 
@@ -74,18 +78,46 @@ def _header(item: WindowMessage) -> str:
     message = item.message
     label: str = message.role
     if message.role == "tool":
-        label = f"tool {message.tool_call_id}"
+        label = f"tool {' '.join(message.answered_ids)}"
     elif message.name:
         label = f"{message.role} {message.name}"
     return f"[turn {item.turn} · {label} · {_timestamp(item.created_at)}]"
 
 
+def media_stub(media: Media) -> str:
+    """A media part in a chunk's text: what it is and the hash its bytes are kept under (the
+    chunk's id heads every recall item and chunk read, so the stub needs not repeat it, and a
+    message's units read the same wherever it is stored)."""
+    facts = [media.kind, *(v for v in (media.media_type, media.filename) if v)]
+    if media.data:
+        facts.append(f"{len(media.data) * 3 // 4} bytes, sha256 {blob_hash(media.data)}")
+    elif media.url:
+        facts.append(media.url)
+    elif media.file_id:
+        facts.append(f"file {media.file_id}")
+    return f"[{', '.join(facts)}]"
+
+
+def _part_lines(part: Part, tool_message: bool) -> list[str]:
+    if isinstance(part, Text | Refusal):
+        return [part.text] if part.text else []
+    if isinstance(part, Reasoning):
+        return [f"thinking: {part.text}"] if part.text else []
+    if isinstance(part, ToolCall):
+        return [f"tool_call {json.dumps(part.as_openai(), ensure_ascii=False)}"]
+    if isinstance(part, ToolResult):
+        inner = [line for p in part.content for line in _part_lines(p, False)]
+        return inner if tool_message else [f"tool_result {part.call_id}", *inner]
+    if isinstance(part, Media):
+        return [media_stub(part)]
+    return [f"block {part.json_text}"]
+
+
 def _body(item: WindowMessage) -> str:
+    """Every part verbatim in words; media as stubs (their bytes are kept once, by hash)."""
     message = item.message
-    lines = [message.content] if message.content else []
-    for call in message.tool_calls or []:
-        lines.append(f"tool_call {json.dumps(call.model_dump(), ensure_ascii=False)}")
-    return "\n".join(lines)
+    tool_message = message.role == "tool" and len(message.parts) == 1
+    return "\n".join(line for part in message.parts for line in _part_lines(part, tool_message))
 
 
 def render_message(item: WindowMessage) -> str:
@@ -150,7 +182,7 @@ def _layout(
 
 def _summary_hint(messages: Sequence[WindowMessage]) -> str:
     first_user = next((m for m in messages if m.message.role == "user"), messages[0])
-    text = first_user.message.content or ""
+    text = first_user.message.text
     words = text.split()
     hint = " ".join(words[:SUMMARY_HINT_WORDS]) if len(words) > 1 else text
     return hint[:SUMMARY_HINT_CHARS]
@@ -164,6 +196,7 @@ def _draft(
     units: UnitPolicy,
 ) -> ChunkDraft:
     raw_text, unit_drafts = _layout(messages, units, counter.count)
+    sources, blobs = archived(messages)
     return ChunkDraft(
         id=chunk_id,
         kind=kind,
@@ -179,6 +212,8 @@ def _draft(
         content_hash=content_hash(raw_text),
         lexical_terms=distinct_terms(raw_text),
         units=unit_drafts,
+        sources=tuple(sources),
+        blobs=tuple(blobs),
     )
 
 

@@ -36,6 +36,12 @@ class DuplicateToolCall(InvalidTurn):
     code = "duplicate_tool_call_id"
 
 
+class ConflictingSystemPrompt(InvalidTurn):
+    """The system prompt came both as `system` and as leading system messages."""
+
+    code = "conflicting_system_prompt"
+
+
 class UnknownModel(DomainError):
     """No window is known for the model and the request gave no `context_window`."""
 
@@ -90,6 +96,12 @@ class SessionNotFound(DomainError):
 
 class ChunkNotFound(DomainError):
     code = "chunk_not_found"
+
+
+class BlobNotFound(DomainError):
+    """No offloaded payload of the session has that hash."""
+
+    code = "blob_not_found"
 
 
 class IdempotencyKeyReused(DomainError):

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from app.core import budget as policy_math
+from app.core.assemble import PromptFormat
 from app.core.budget import Budget, Level, Policy
 from app.core.chunker import (
     UnitPolicy,
@@ -32,6 +33,8 @@ from app.core.errors import (
     UnknownModel,
 )
 from app.core.facts import Fact
+from app.core.formats import SystemPrompt, stubbed
+from app.core.messages import Message
 from app.core.notes import NotesBody
 from app.core.ports import TokenCounter
 from app.core.results import RecallMode
@@ -43,7 +46,7 @@ from app.core.tokens import (
     update_calibration,
     window_for_model,
 )
-from app.core.types import ChunkDraft, Message, WindowMessage, session_key
+from app.core.types import ChunkDraft, WindowMessage, session_key
 
 POLICY_FIELDS = (
     "offload_ratio",
@@ -94,7 +97,7 @@ class TurnInput:
     session_id: str
     messages: Sequence[Message]
     tenant_id: str
-    system: str | None = None
+    system: SystemPrompt | None = None  # None: the session's, unchanged
     tools: list[Any] | None = None
     model: str | None = None
     context_window: int | None = None
@@ -102,6 +105,8 @@ class TurnInput:
     policy: dict[str, Any] | None = None
     recall: RecallMode = "auto"
     observed_prompt_tokens: int | None = None
+    observed_cached_tokens: int | None = None
+    prompt_format: PromptFormat = PromptFormat.OPENAI
     idempotency_key: str | None = None
     request_hash: str = ""
 
@@ -122,7 +127,7 @@ class Snapshot:
     model: str | None = None
     context_window: int | None = None
     reserve_tokens: int | None = None
-    system_prompt: str | None = None
+    system_prompt: SystemPrompt | None = None
     tools: list[Any] | None = None
     c0_tokens: int = 0
     policy: dict[str, Any] = field(default_factory=dict)
@@ -147,7 +152,7 @@ class SessionConfig:
     model: str | None
     context_window_override: int | None
     reserve_tokens: int | None
-    system_prompt: str | None
+    system_prompt: SystemPrompt | None
     tools: list[Any] | None
     c0_tokens: int
     policy_overrides: dict[str, Any]
@@ -155,8 +160,20 @@ class SessionConfig:
     budget: Budget
 
 
+def held_recall_tokens(window: Sequence[WindowMessage]) -> int:
+    """Tokens of the recalled blocks the window holds as history. They live in the room kept
+    for recall (`Budget.recall_reserve`), not under the watermark, which measures the prompt
+    without recalled text."""
+    return sum(m.recalled.tokens for m in window if m.recalled is not None)
+
+
 @dataclass(frozen=True)
 class TurnPlan:
+    """What a turn will write. Between offloads the prompt only grows: a recalled block,
+    once injected, stays in the window before the message it came with. A triggered offload
+    moves the oldest messages to C3 and clears every recalled block (the prefix changes
+    there anyway), so the chunks they quoted can be recalled afresh."""
+
     turn: int
     config: SessionConfig
     new_messages: list[WindowMessage]
@@ -168,6 +185,7 @@ class TurnPlan:
     calibration_ratio: float
     level: Level
     floor_yielded: bool
+    clears_recall: bool = False  # the window's recalled blocks go (an offload was triggered)
 
     @property
     def prompt_tokens_before(self) -> int:
@@ -227,7 +245,7 @@ def resolve_config(
     tools = inp.tools if inp.tools is not None else snap.tools
     c0 = snap.c0_tokens
     if inp.system is not None or inp.tools is not None or not snap.exists:
-        c0 = count_system(counter, system, tools)
+        c0 = count_system(counter, system.text if system else None, tools)
     return SessionConfig(
         model=model,
         context_window_override=inp.context_window or snap.context_window,
@@ -246,30 +264,28 @@ def check_tool_results(window: Sequence[WindowMessage], messages: Sequence[Messa
     call id names one call: no two calls of the turn, or a call still open, share it."""
     open_calls: set[str] = set()
     for item in window:
-        open_calls.update(call.id for call in item.message.tool_calls or [])
-        if item.message.role == "tool":
-            open_calls.discard(item.message.tool_call_id or "")
+        open_calls.update(call.id for call in item.message.calls)
+        open_calls.difference_update(item.message.answered_ids)
     called: set[str] = set()
     for index, message in enumerate(messages):
-        for call in message.tool_calls or []:
+        for call in message.calls:
             if call.id in called or call.id in open_calls:
                 raise DuplicateToolCall(
                     f"messages[{index}] reuses tool call id {call.id!r}",
-                    field=f"messages[{index}].tool_calls",
+                    field=f"messages[{index}]",
                     tool_call_id=call.id,
                 )
             called.add(call.id)
             open_calls.add(call.id)
-        if message.role != "tool":
-            continue
-        if message.tool_call_id not in open_calls:
-            raise OrphanToolResult(
-                f"messages[{index}] answers tool_call_id {message.tool_call_id!r}, "
-                "but no assistant message in the window or earlier in this turn made that call",
-                field=f"messages[{index}].tool_call_id",
-                tool_call_id=message.tool_call_id,
-            )
-        open_calls.discard(message.tool_call_id)
+        for call_id in message.answered_ids:
+            if call_id not in open_calls:
+                raise OrphanToolResult(
+                    f"messages[{index}] answers tool call {call_id!r}, but no assistant "
+                    "message in the window or earlier in this turn made that call",
+                    field=f"messages[{index}]",
+                    tool_call_id=call_id,
+                )
+            open_calls.discard(call_id)
 
 
 def stage_messages(
@@ -296,22 +312,22 @@ def stage_messages(
             tokens=count_message(counter, message),
             created_at=message.created_at or now,
         )
-        if item.tokens > limit and message.content:
+        if item.tokens > limit and message.text:
             chunk_id = new_id()
             drafts.append(oversize_chunk(item, counter, chunk_id, rules.units))
             stub = make_stub(
                 chunk_id,
-                message.content,
+                message.text,
                 item.tokens,
                 rules.stub.head_lines,
                 rules.stub.tail_lines,
                 rules.stub.line_chars,
             )
-            stubbed = message.model_copy(update={"content": stub})
+            stub_message = stubbed(message, stub)
             item = replace(
                 item,
-                message=stubbed,
-                tokens=count_message(counter, stubbed),
+                message=stub_message,
+                tokens=count_message(counter, stub_message),
                 stub_chunk_id=chunk_id,
             )
         staged.append(item)
@@ -353,7 +369,8 @@ def plan_turn(
     chosen: list[list[WindowMessage]] = []
     floor_yielded = False
     manual = snap.offload_until_tokens
-    if manual is not None or policy_math.should_offload(level, cooling):
+    triggered = manual is not None or policy_math.should_offload(level, cooling)
+    if triggered:
         groups = group_units(window)
         units = [as_budget_unit(group, turn, ratio) for group in groups]
         offload = policy_math.plan_offload(units, usage, config.budget, config.policy, manual)
@@ -362,6 +379,9 @@ def plan_turn(
     moved = {m.seq for unit in chosen for m in unit}
     window_after = [m for m in window if m.seq not in moved]
     freed = sum(m.tokens for m in window if m.seq in moved)
+    clears_recall = triggered and held_recall_tokens(snap.window) > 0
+    if clears_recall:  # the prefix changes here anyway: the recall room is emptied too
+        window_after = [replace(m, recalled=None) for m in window_after]
     return TurnPlan(
         turn=turn,
         config=config,
@@ -374,4 +394,5 @@ def plan_turn(
         calibration_ratio=ratio,
         level=level,
         floor_yielded=floor_yielded,
+        clears_recall=clears_recall,
     )

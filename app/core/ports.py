@@ -7,16 +7,22 @@ Adapters live in `app/providers`; deterministic fakes for tests live in
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from app.core.messages import Media
 
 
 class TokenCounter(Protocol):
-    """Counts tokens of plain text with one tokenizer."""
+    """Counts tokens of plain text with one tokenizer, and of images, clips and files by its
+    provider's rules (`app.core.tokens.media_tokens`)."""
 
     @property
     def encoding_name(self) -> str: ...
 
     def count(self, text: str) -> int: ...
+
+    def count_media(self, media: Media) -> int: ...
 
 
 class EmbedderUnavailable(Exception):

@@ -37,6 +37,10 @@ class TurnUsage:
     watermark: float  # the prompt without recalled text / budget, after this turn's offload
     trigger_ratio: float  # prompt_tokens / budget before any offload
     level: Level
+    # What the client reported of the previous prompt: the provider's count, and how much of it
+    # the provider's prompt cache served (None: not reported).
+    observed_prompt_tokens: int | None = None
+    observed_cached_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,10 @@ class TurnRecallSummary:
     no_match: bool  # the explicit no-match line was injected
     skipped_reason: str | None
     fallback: str | None
+    # Blocks of earlier turns still in the prompt, and whether they gave way to this one.
+    # Defaults: answers stored for replays before blocks were kept.
+    held_tokens: int = 0
+    cleared_held: bool = False
 
     @property
     def final_k(self) -> int:
@@ -114,12 +122,15 @@ class NotesSummary:
 class TurnResult:
     session_id: str
     turn: int
-    messages: list[JsonObject]  # the prompt to send, in the provider's message format
+    messages: list[JsonObject]  # the prompt to send, in `prompt_format`
     usage: TurnUsage
     offload: OffloadSummary
     recall: TurnRecallSummary
     notes: NotesSummary
     timings_ms: Mapping[str, float]
+    # Defaults: answers stored for replays before prompt formats existed were OpenAI prompts.
+    prompt_format: str = "openai"
+    system: list[JsonObject] | None = None  # Anthropic's top-level system blocks
 
 
 # --- recall, status, chunks, events ------------------------------------------------------------
@@ -217,6 +228,17 @@ class StoredChunk:
     needs_embedding: bool
     content_hash: str
     raw_text: str
+    # The messages as posted (`seq`, `format`, `posted`), payloads as blob references.
+    messages: tuple[JsonObject, ...] = ()
+
+
+@dataclass(frozen=True)
+class StoredBlob:
+    """An offloaded image, clip or file: its bytes and what they are."""
+
+    media_type: str | None
+    kind: str
+    data: bytes
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Value types shared by every layer.
 
-`Message` is the OpenAI chat message a client posts (roles `user`, `assistant`, `tool`; the
-system prompt travels separately as C0). `WindowMessage` is a stored message that is in C1.
+`WindowMessage` is a stored message that is in C1 (`app/core/messages.py` holds the message
+model itself); the chunk drafts are what an offload plans.
 """
 
 from __future__ import annotations
@@ -9,64 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import TYPE_CHECKING
 
-from pydantic import AwareDatetime, ConfigDict, Field, model_validator
+from app.core.messages import JsonObject, Message
 
-from app.core.inputs import InputModel
+if TYPE_CHECKING:
+    from app.core.blobs import Blob
 
-# A JSON object whose shape belongs to a format, not to this service: a row's JSON column, a
-# chat message in a provider's format, a tool's JSON schema. Domain values are typed instead.
-JsonObject = dict[str, Any]
-Role = Literal["user", "assistant", "tool"]
-
-
-class FunctionCall(InputModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(min_length=1, max_length=256)
-    arguments: str = ""
-
-
-class ToolCall(InputModel):
-    model_config = ConfigDict(extra="forbid")
-
-    id: str = Field(min_length=1, max_length=256)
-    type: Literal["function"] = "function"
-    function: FunctionCall
-
-
-class Message(InputModel):
-    """One chat message in OpenAI format. Fields this service does not use (`refusal`,
-    `annotations`, `audio`, … that provider SDKs add to assistant replies) are dropped, so a
-    client can post the model's reply back as it received it."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    role: Role
-    content: str | None = None
-    name: str | None = Field(None, max_length=256)
-    tool_calls: list[ToolCall] | None = None
-    tool_call_id: str | None = Field(None, max_length=256)
-    # When it was said (RFC 3339 with an offset): stored, shown in chunk headers and recall
-    # items, and matched by dates in questions. Absent: the time the service received it.
-    created_at: AwareDatetime | None = None
-
-    @model_validator(mode="after")
-    def _shape_matches_role(self) -> Message:
-        if self.role == "tool" and not self.tool_call_id:
-            raise ValueError("a tool message needs the tool_call_id of the call it answers")
-        if self.role != "tool" and self.tool_call_id is not None:
-            raise ValueError("only tool messages carry tool_call_id")
-        if self.role != "assistant" and self.tool_calls:
-            raise ValueError("only assistant messages carry tool_calls")
-        if self.content is None and not self.tool_calls:
-            raise ValueError("content is required unless the assistant message has tool_calls")
-        return self
-
-    def to_openai(self) -> JsonObject:
-        """The message as a provider takes it (no `created_at`: no provider knows the field)."""
-        return self.model_dump(exclude_none=True, exclude={"created_at"})
+__all__ = ["JsonObject"]  # re-exported: the JSON columns' and raw payloads' type
 
 
 def session_key(tenant_id: str, session_id: str) -> str:
@@ -93,7 +43,7 @@ class MessageState(StrEnum):
 @dataclass(frozen=True)
 class WindowMessage:
     """A stored message that is in C1. When the posted text was oversize, it went to chunk
-    `stub_chunk_id` and `message.content` is the stub that points there."""
+    `stub_chunk_id` and the message's text is the stub that points there."""
 
     seq: int
     turn: int
@@ -101,6 +51,17 @@ class WindowMessage:
     tokens: int
     created_at: datetime
     stub_chunk_id: str | None = None
+    recalled: RecalledText | None = None  # injected just before this message (history now)
+
+
+@dataclass(frozen=True)
+class RecalledText:
+    """A recalled block as the prompt shows it (header included), what it costs, and the
+    chunks it quotes."""
+
+    text: str
+    tokens: int
+    chunk_ids: tuple[str, ...]
 
 
 class ChunkKind(StrEnum):
@@ -145,6 +106,9 @@ class ChunkDraft:
     content_hash: str
     lexical_terms: tuple[str, ...] = field(default=())
     units: tuple[UnitDraft, ...] = field(default=())
+    # The messages as posted, payloads replaced by blob references (app/core/blobs.py).
+    sources: tuple[JsonObject, ...] = field(default=())
+    blobs: tuple[Blob, ...] = field(default=())
 
     def unit_texts(self) -> list[str]:
         return [unit.text(self.raw_text) for unit in self.units]

@@ -24,10 +24,11 @@ from app.api.schemas import TurnResponse
 from app.core.assemble import notes_block, recalled_block
 from app.core.budget import resolve_reserve
 from app.core.facts import Fact, SourceMessage, apply, extract
+from app.core.formats import openai
+from app.core.messages import Message
 from app.core.notes import NotesBody, render, update_body
 from app.core.ports import Embedder, EmbedderUnavailable, TokenCounter
 from app.core.tokens import PROMPT_OVERHEAD, count_message, count_text_block
-from app.core.types import Message
 from app.core.vectors import cosine
 from app.evaluation.scenarios import post
 from app.services.context import ServiceContext
@@ -45,6 +46,7 @@ class TurnOutput:
     latency_ms: float
     fallback: bool = False
     stages_ms: dict[str, float] = field(default_factory=dict)
+    no_match: bool = False  # this turn injected the explicit no-match line
 
 
 class Strategy(Protocol):
@@ -64,7 +66,7 @@ class Kit:
 
 def prompt_size(ctx: Kit, prompt: Sequence[dict[str, Any]]) -> int:
     return PROMPT_OVERHEAD + sum(
-        count_message(ctx.counter, Message.model_validate(m))
+        count_message(ctx.counter, openai.read_message(m))
         if m["role"] != "system"
         else count_text_block(ctx.counter, m["content"])
         for m in prompt
@@ -118,7 +120,7 @@ class Truncation:
         started = time.perf_counter()
         self.history.add(messages)
         kept = self.history.newest_within(self.budget - PROMPT_OVERHEAD)
-        prompt = [self.history.items[i][0].to_openai() for i in kept]
+        prompt = [openai.as_json(self.history.items[i][0]) for i in kept]
         return _output(self.ctx, prompt, started)
 
 
@@ -134,7 +136,7 @@ class CompactionOnly:
 
     def _compact(self, upto: int) -> None:
         sources = [
-            SourceMessage(i, i, m.role, m.content or "")
+            SourceMessage(i, i, m.role, m.text)
             for i, (m, _) in enumerate(self.history.items[self.start : upto], self.start)
         ]
         self.facts = apply(self.facts, extract(sources, self.facts))
@@ -175,7 +177,7 @@ class CompactionOnly:
         )
         kept = self.history.newest_within(room, self.start)
         return _output(
-            self.ctx, summary + [self.history.items[i][0].to_openai() for i in kept], started
+            self.ctx, summary + [openai.as_json(self.history.items[i][0]) for i in kept], started
         )
 
 
@@ -188,7 +190,7 @@ class FullRag:
         self.fallbacks = 0
 
     async def _embed(self, messages: Sequence[Message]) -> None:
-        texts = [(m.content or "")[: self.ctx.settings.embedder.max_chars] for m in messages]
+        texts = [m.text[: self.ctx.settings.embedder.max_chars] for m in messages]
         try:
             self.vectors += list(await self.ctx.embedder.embed_passages(texts))
         except EmbedderUnavailable:
@@ -200,7 +202,7 @@ class FullRag:
         await self._embed(messages)
         recall = self.ctx.settings.recall
         recent = self.history.newest_within(self.budget - recall.budget_tokens - PROMPT_OVERHEAD)
-        query = next((m.content for m in reversed(messages) if m.role == "user"), None)
+        query = next((m.words for m in reversed(messages) if m.role == "user"), None)
         block, injected = "", 0
         if query and recent and recent[0] > 0:
             qvec = await self.ctx.embedder.embed_query(query)
@@ -211,9 +213,9 @@ class FullRag:
                 if used + tokens <= recall.budget_tokens:
                     chosen.append(index)
                     used += tokens
-            block = "\n\n".join(self.history.items[i][0].content or "" for i in sorted(chosen))
+            block = "\n\n".join(self.history.items[i][0].text for i in sorted(chosen))
             injected = count_text_block(self.ctx.counter, recalled_block(block)) if block else 0
-        prompt = [self.history.items[i][0].to_openai() for i in recent]
+        prompt = [openai.as_json(self.history.items[i][0]) for i in recent]
         if block:
             prompt.insert(len(prompt) - 1, {"role": "system", "content": recalled_block(block)})
         return _output(self.ctx, prompt, started, injected)
@@ -228,6 +230,7 @@ def _ebbtide_output(response: TurnResponse, started: float) -> TurnOutput:
         latency_ms=round((time.perf_counter() - started) * 1000, 3),
         fallback=bool(response.recall.fallback or response.offload.fallback),
         stages_ms={k: v for k, v in response.timings_ms.items() if k.startswith("recall_")},
+        no_match=response.recall.no_match,
     )
 
 
@@ -254,7 +257,7 @@ class EbbtideOverHttp:
         reply = await self.client.post(
             f"/sessions/{self.session_id}/turn",
             json={
-                "messages": [m.model_dump(mode="json", exclude_none=True) for m in messages],
+                "messages": [openai.as_json(m) for m in messages],
                 "context_window": self.window,
             },
         )

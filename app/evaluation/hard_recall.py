@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from app.core.messages import Message
 from app.core.ports import Embedder
 from app.core.results import RecallResult, TurnResult
-from app.core.types import Message
 from app.core.vectors import cosine
 from app.evaluation.hard_set import (
     ASSISTANT_REPLY_TO_QUESTION,
@@ -34,7 +34,8 @@ from app.evaluation.hard_set import (
     PlannedMessage,
     conversations,
 )
-from app.evaluation.scenarios import block_items, post
+from app.evaluation.prefix import PrefixReport, PrefixTracker
+from app.evaluation.scenarios import post
 from app.services.context import ServiceContext
 from app.services.recall import recall_query
 from app.store.models import DEFAULT_TENANT
@@ -80,14 +81,24 @@ class PressureRun:
     tokens: list[int]
     outcomes: list[QuestionOutcome] = field(default_factory=list)
     search_ms: list[float] = field(default_factory=list)
+    steady_prefix: list[float] = field(default_factory=list)  # stable-prefix shares
+    offload_prefix: list[float] = field(default_factory=list)
+    steady_extending: list[bool] = field(default_factory=list)
+
+    def prefix(self) -> PrefixReport:
+        """Stable-prefix shares over every turn of every conversation (evaluation/prefix.py)."""
+        tracker = PrefixTracker(
+            len,
+            steady=self.steady_prefix,
+            offload=self.offload_prefix,
+            steady_extending=self.steady_extending,
+        )
+        return tracker.report()
 
 
 def to_message(planned: PlannedMessage) -> Message:
-    return Message(
-        role=planned.role,
-        content=planned.content,
-        name=planned.name,
-        created_at=planned.created_at,
+    return Message.of(
+        planned.role, planned.content, name=planned.name, created_at=planned.created_at
     )
 
 
@@ -109,10 +120,13 @@ def _top_confidence(result: RecallResult) -> float | None:
     return max((r.confidence for r in result.results), default=None)
 
 
-async def _ingest(ctx: ServiceContext, session: str, chat: Conversation, window: int) -> TurnResult:
+async def _ingest(
+    ctx: ServiceContext, session: str, chat: Conversation, window: int, prefix: PrefixTracker
+) -> TurnResult:
     last: TurnResult | None = None
     for messages in chat.turns:
         last = await post(ctx, session, [to_message(m) for m in messages], context_window=window)
+        prefix.record(last.messages, offloaded=last.offload.triggered)
     assert last is not None
     return last
 
@@ -136,7 +150,12 @@ def _prompt_before_question(result: TurnResult) -> str:
 
 
 async def _ask_turns(
-    ctx: ServiceContext, session: str, chat: Conversation, window: int, seed: int
+    ctx: ServiceContext,
+    session: str,
+    chat: Conversation,
+    window: int,
+    seed: int,
+    prefix: PrefixTracker,
 ) -> dict[tuple[str, bool], TurnResult]:
     """Every question and twin as a turn, shuffled; (needle id, is twin) → the turn's result."""
     asks = [(n, twin) for n in chat.needles for twin in (False, True)]
@@ -148,16 +167,25 @@ async def _ask_turns(
         text = needle.twin if twin else needle.question
         question = to_message(PlannedMessage("user", text, at))
         messages = [reply, question] if reply is not None else [question]
-        results[(needle.id, twin)] = await post(ctx, session, messages, context_window=window)
-        reply = Message(role="assistant", content=ASSISTANT_REPLY_TO_QUESTION[chat.language])
+        result = await post(ctx, session, messages, context_window=window)
+        prefix.record(result.messages, offloaded=result.offload.triggered)
+        results[(needle.id, twin)] = result
+        reply = Message.of("assistant", ASSISTANT_REPLY_TO_QUESTION[chat.language])
     return results
 
 
 async def run_conversation(
-    ctx: ServiceContext, chat: Conversation, pressure: float, window: int, seed: int
+    ctx: ServiceContext,
+    chat: Conversation,
+    pressure: float,
+    window: int,
+    seed: int,
+    prefix: PrefixTracker,
 ) -> tuple[list[QuestionOutcome], list[float]]:
+    """The conversation's turns, then a search and a turn per question and twin; `prefix`
+    follows every turn's prompt."""
     session = f"{chat.session}-{pressure:g}x-{uuid.uuid4().hex[:6]}"
-    last = await _ingest(ctx, session, chat, window)
+    last = await _ingest(ctx, session, chat, window, prefix)
     recalled: dict[tuple[str, bool], RecallResult] = {}
     search_ms = []
     for needle in chat.needles:
@@ -166,7 +194,7 @@ async def run_conversation(
             result = await _recall(ctx, session, text, chat.asked_at)
             recalled[(needle.id, twin)] = result
             search_ms.append(result.timings_ms.get("search", 0.0))
-    turns = await _ask_turns(ctx, session, chat, window, seed)
+    turns = await _ask_turns(ctx, session, chat, window, seed, prefix)
     outcomes = []
     for needle in chat.needles:
         asked, twin_asked = recalled[(needle.id, False)], recalled[(needle.id, True)]
@@ -182,7 +210,7 @@ async def run_conversation(
                 twin_answered=bool(twin_asked.results),
                 twin_confidence=_top_confidence(twin_asked),
                 in_prompt=all(a in _prompt_before_question(asked_turn) for a in needle.answer),
-                twin_injected=bool(block_items(twin_turn.messages)),
+                twin_injected=bool(twin_turn.recall.hits),  # this turn's block, not held ones
             )
         )
     return outcomes, search_ms
@@ -221,9 +249,13 @@ async def run_pressure(
     )
     run = PressureRun(pressure=pressure, tokens=[c.tokens for c in chats])
     for chat in chats:
+        prefix = PrefixTracker(ctx.counter.count)
         outcomes, search_ms = await run_conversation(
-            ctx, chat, pressure, config.window, config.seed
+            ctx, chat, pressure, config.window, config.seed, prefix
         )
+        run.steady_prefix += prefix.steady
+        run.offload_prefix += prefix.offload
+        run.steady_extending += prefix.steady_extending
         if with_ceiling:
             ceiling = await ceiling_ranks(ctx.embedder, chat)
             outcomes = [

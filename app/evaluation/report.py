@@ -133,7 +133,20 @@ def hard_tables(report: dict[str, Any]) -> list[str]:
                 f"| {_cell(row['false_injection'])} |"
             )
         lines.append("")
+        if run.get("stable_prefix"):
+            lines += [prefix_line(run["stable_prefix"]), ""]
     return lines
+
+
+def prefix_line(prefix: dict[str, Any]) -> str:
+    """The stable-prefix shares of a run's turns (app/evaluation/prefix.py), in one line."""
+    return (
+        f"Stable prefix (share of each prompt that repeats the previous one from its start): "
+        f"median {_cell(prefix['steady_median'])}, p10 {_cell(prefix['steady_p10'])}, "
+        f"lowest {_cell(prefix['steady_min'])} over {prefix['steady_turns']} turns without an "
+        f"offload, {_cell(prefix['steady_extending'])} of which kept the whole previous prompt; "
+        f"median {_cell(prefix['offload_median'])} over {prefix['offload_turns']} offload turns."
+    )
 
 
 def write_report(report: dict[str, Any], out: Path, command: str) -> None:

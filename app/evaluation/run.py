@@ -26,10 +26,9 @@ from typing import Any
 import httpx
 from tqdm import tqdm
 
-from app.core.rerank import NO_MATCH_LINE
+from app.core.messages import Message
 from app.core.rewrite import has_reference
 from app.core.stats import percentiles
-from app.core.types import Message
 from app.evaluation.baselines import (
     STRATEGIES,
     CompactionOnly,
@@ -44,7 +43,7 @@ from app.evaluation.baselines import (
 )
 from app.evaluation.hard_recall import HardConfig, rows, run_pressure
 from app.evaluation.report import write_report
-from app.evaluation.scenarios import NEVER_SAID, block_items, needle_scenario, task_scenario
+from app.evaluation.scenarios import NEVER_SAID, needle_scenario, task_scenario
 from app.main import build_context, build_embedder
 from app.providers.tokenizer import default_counter
 from app.services.context import ServiceContext
@@ -126,7 +125,7 @@ class NeedleRun:
 
 def _turns_for(kit: Kit, pressure: int, window: int, seed: int) -> int:
     sample = needle_scenario(turns=40, seed=seed)
-    tokens = sum(kit.counter.count(m.content or "") for t in sample.turns for m in t) / 40
+    tokens = sum(kit.counter.count(m.text) for t in sample.turns for m in t) / 40
     return max(4, round(pressure * window / tokens))
 
 
@@ -141,17 +140,15 @@ async def run_needles(
     posted = 0
     for messages in scenario.turns:
         series.record(await strategy.turn(messages))
-        posted += sum(kit.counter.count(m.content or "") for m in messages)
+        posted += sum(kit.counter.count(m.text) for m in messages)
         for needle in scenario.questions:
-            if needle.fact not in planted_at and any(
-                needle.fact in (m.content or "") for m in messages
-            ):
+            if needle.fact not in planted_at and any(needle.fact in m.text for m in messages):
                 planted_at[needle.fact] = posted
         progress(1)
     hits, far, far_hits = 0, 0, 0
     budget = budget_of(kit, config.window)
     for needle in scenario.questions:
-        out = await strategy.turn([Message(role="user", content=needle.question)])
+        out = await strategy.turn([Message.of("user", needle.question)])
         series.record(out)
         # Without its final stop: a summary line may quote the sentence and add "(turn 5)".
         found = needle.fact.rstrip("。.") in _history_text(out.prompt)
@@ -161,7 +158,7 @@ async def run_needles(
         progress(1)
     guarded = 0
     for question in NEVER_SAID:
-        out = await strategy.turn([Message(role="user", content=question)])
+        out = await strategy.turn([Message.of("user", question)])
         guarded += _guarded(out, question)
         progress(1)
     return NeedleRun(
@@ -176,11 +173,10 @@ async def run_needles(
 
 
 def _guarded(out: TurnOutput, question: str) -> bool:
-    """Nothing recalled was injected, and a reference question got the no-match line."""
-    injected = out.injected_tokens > 0 and NO_MATCH_LINE not in prompt_text(out.prompt)
-    recalled = bool(block_items(out.prompt)) or injected
-    told = NO_MATCH_LINE in prompt_text(out.prompt)
-    return not recalled and (told or not has_reference(question))
+    """This turn injected nothing recalled, and a reference question got the no-match line
+    (blocks earlier turns left in the prompt are history, not this answer)."""
+    recalled = out.injected_tokens > 0 and not out.no_match
+    return not recalled and (out.no_match or not has_reference(question))
 
 
 @dataclass
@@ -265,6 +261,7 @@ async def evaluate_hard(ctx: ServiceContext, config: HardConfig) -> list[dict[st
                 "tokens": run.tokens,
                 "rows": [asdict(r) for r in rows(run.outcomes)],
                 "search_ms": percentiles(run.search_ms),
+                "stable_prefix": asdict(run.prefix()),
             }
         )
     return runs

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core.assemble import RECALL_HEADER
+from app.core.messages import Message
 from app.core.plan import TurnInput
 from app.core.results import TurnResult
-from app.core.types import Message
 from app.services.context import ServiceContext
 from app.services.turns import run_turn
 from app.store.models import DEFAULT_TENANT
@@ -151,13 +151,11 @@ def needle_scenario(*, turns: int, seed: int = 7, sentences_per_message: int = 5
     for t in range(turns):
         messages = []
         if t:
-            messages.append(
-                Message(role="assistant", content=_filler(rng, sentences_per_message // 2 + 1))
-            )
+            messages.append(Message.of("assistant", _filler(rng, sentences_per_message // 2 + 1)))
         text = _filler(rng, sentences_per_message)
         for needle in needle_at.get(t, []):
             text = f"{text} {needle.fact} {_filler(rng, 1)}"
-        messages.append(Message(role="user", content=text))
+        messages.append(Message.of("user", text))
         script.append(messages)
     questions = list(NEEDLES)
     rng.shuffle(questions)
@@ -189,17 +187,15 @@ _ITEM_HEADER = re.compile(r"^\[[^\]|]+\| turn \d+-\d+ \| (ck_\w+)\]$", re.MULTIL
 
 
 def block_items(prompt: list[dict[str, Any]]) -> dict[str, str]:
-    """chunk_id → injected text, read back from the recalled block of an assembled prompt."""
-    block = next(
-        (
-            m["content"]
-            for m in prompt
-            if m["role"] == "system" and m["content"].startswith(RECALL_HEADER)
-        ),
-        "",
-    )
-    parts = _ITEM_HEADER.split(block)
-    return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+    """chunk_id → injected text, read back from every recalled block of an assembled OpenAI
+    prompt (this turn's, and the earlier turns' the window still holds)."""
+    items: dict[str, str] = {}
+    for message in prompt:
+        content = message.get("content")
+        if message["role"] == "system" and str(content).startswith(RECALL_HEADER):
+            parts = _ITEM_HEADER.split(str(content))
+            items.update({parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)})
+    return items
 
 
 async def replay_needles(
@@ -210,7 +206,7 @@ async def replay_needles(
         await post(ctx, session_id, messages, **turn_fields)
     results = []
     for needle in scenario.questions:
-        question = Message(role="user", content=needle.question)
+        question = Message.of("user", needle.question)
         result = await post(ctx, session_id, [question], **turn_fields)
         items = block_items(result.messages)
         hits = sorted(result.recall.hits, key=lambda hit: -hit.score)
@@ -353,8 +349,8 @@ def task_scenario(*, turns: int, seed: int = 11) -> TaskScenario:
             stop = "." if event.text.isascii() else "。"
             joiner = "\n" if event.kind == "options" else " "
             said[event.by_assistant] += f"{joiner}{event.text}{stop}"
-        messages = [Message(role="assistant", content=said[True])] if t else []
-        messages.append(Message(role="user", content=said[False]))
+        messages = [Message.of("assistant", said[True])] if t else []
+        messages.append(Message.of("user", said[False]))
         script.append(messages)
     return TaskScenario(turns=script, events=events)
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
+from app.core.messages import Media
 from app.core.ports import ChatModelUnavailable, EmbedderUnavailable, RerankerUnavailable
+from app.core.tokens import media_tokens
 from app.providers.embedders import HashEmbedder
 
 
@@ -43,6 +45,9 @@ class WhitespaceCounter:
 
     def count(self, text: str) -> int:
         return len(text.split())
+
+    def count_media(self, media: Media) -> int:
+        return media_tokens(media)
 
 
 class SlowEmbedder(HashEmbedder):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import uuid
 import weakref
 from collections.abc import Callable
@@ -41,7 +42,7 @@ class SessionLocks:
 @dataclass
 class ServiceContext:
     database: Database
-    counter: TokenCounter
+    counter: TokenCounter  # for text of no known model; `for_model` gives the model's own
     embedder: Embedder
     settings: Settings
     reranker: Reranker | None = None
@@ -52,10 +53,21 @@ class ServiceContext:
     question_centroid: QuestionCentroid = field(init=False)  # of the embedder
     clock: Callable[[], datetime] = utc_now
     new_id: Callable[[], str] = new_chunk_id
+    # The counter of a model's family (app/providers/tokenizer.py); None: `counter` for all.
+    counters: Callable[[str | None], TokenCounter] | None = None
 
     def __post_init__(self) -> None:
         self.embedder_gate = EmbedderGate.from_settings(self.settings.embedder)
         self.question_centroid = QuestionCentroid(self.embedder)
+
+    def for_model(self, model: str | None) -> ServiceContext:
+        """This context counting tokens as `model`'s tokenizer does. A shallow copy: the
+        pool, the gate and the locks are the same objects."""
+        if self.counters is None:
+            return self
+        counted = copy.copy(self)
+        counted.counter = self.counters(model)
+        return counted
 
     async def aclose(self) -> None:
         """Closes the database pool and any provider that holds connections."""

@@ -31,6 +31,7 @@ from app.core.forget import (
     scrubbed_payload,
     stub_replacement,
 )
+from app.core.formats import stubbed
 from app.core.notes import NotesBody, render
 from app.core.results import (
     ForgetDone,
@@ -39,7 +40,7 @@ from app.core.results import (
     OffloadScheduled,
     RememberResult,
 )
-from app.core.tokens import count_text_block
+from app.core.tokens import count_message, count_text_block
 from app.core.types import ChunkKind, EmbeddedChunk, JsonObject
 from app.services.auth import Principal
 from app.services.context import ServiceContext
@@ -260,6 +261,7 @@ async def confirm_forget(
         forgotten = _forgotten(chunks)
         facts_deleted = await _forget_derived(ctx, db, row.id, chunks, forgotten)
         deleted = await chunk_store.delete_chunks(db, row.id, [c.id for c in chunks])
+        await chunk_store.drop_unreferenced_blobs(db, row.id)
         session_store.bump_version(row)  # a turn planned before this re-plans without the text
         done = ForgetDone(
             chunks_deleted=deleted,
@@ -308,9 +310,14 @@ async def _forget_derived(
 ) -> int:
     ids = [c.id for c in chunks]
     await forget_store.drop_offloaded_messages(db, key, ids)
+    await session_store.drop_recalled_quoting(db, key, ids)
     for stub in await forget_store.stub_messages(db, key, ids):
-        stub.content = stub_replacement(stub.stub_chunk_id or "")
-        stub.tokens = ctx.counter.count(stub.content)
+        replaced = stubbed(
+            session_store.stored_message(stub), stub_replacement(stub.stub_chunk_id or "")
+        )
+        stub.format, stub.posted = session_store.posted_json(replaced)
+        stub.content, stub.tool_calls = None, None
+        stub.tokens = count_message(ctx.counter, replaced)
     facts = [
         f.id
         for f in await forget_store.session_facts(db, key)

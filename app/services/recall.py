@@ -38,7 +38,6 @@ from app.services.context import ServiceContext
 from app.services.policies import item_shape
 from app.services.sessions import owned_session
 from app.settings import RecallSettings, Settings
-from app.store import events as event_store
 from app.store import recall as recall_store
 from app.store import sessions as session_store
 from app.store.database import Database
@@ -445,16 +444,13 @@ async def recall_query(
     asked_at: datetime | None = None,
 ) -> RecallResult:
     """An explicit search, never gated, within k and B. `skip_injected` (the memory tool):
-    chunks the session's latest turn already put in the prompt are not returned again."""
+    chunks a recalled block in the window already quotes are not returned again."""
     check_recall_limits(ctx.settings, top_k, budget_tokens)
     async with ctx.database.transaction() as db:
         row = await owned_session(db, tenant_id, session_id)
         in_window = await session_store.window_seqs(db, row.id)
-        injected = (
-            await event_store.injected_chunk_ids(db, row.id, row.turn_count)
-            if skip_injected
-            else []
-        )
+        injected = await session_store.held_chunk_ids(db, row.id) if skip_injected else []
+    ctx = ctx.for_model(row.model or ctx.settings.default_model)  # items counted as sent
     query = rewrite(text, asked_at=asked_at or ctx.clock())
     settings = ctx.settings.recall
     found = await retrieve(

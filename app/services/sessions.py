@@ -3,10 +3,12 @@ one tenant check every use case goes through."""
 
 from __future__ import annotations
 
+import base64
+
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.budget import level_for
-from app.core.errors import ChunkNotFound, SessionNotFound
+from app.core.errors import BlobNotFound, ChunkNotFound, SessionNotFound
 from app.core.plan import session_budget, session_policy
 from app.core.results import (
     EventPage,
@@ -14,6 +16,7 @@ from app.core.results import (
     NotesState,
     SessionEvent,
     SessionStatus,
+    StoredBlob,
     StoredChunk,
     WatermarkLevels,
     WatermarkView,
@@ -139,6 +142,7 @@ def stored_chunk(chunk: ChunkRow) -> StoredChunk:
         needs_embedding=chunk.needs_embedding,
         content_hash=chunk.content_hash,
         raw_text=chunk.raw_text,
+        messages=tuple(chunk.sources or ()),
     )
 
 
@@ -151,6 +155,18 @@ async def read_chunk(
     if chunk is None:
         raise ChunkNotFound("no such chunk in this session", chunk_id=chunk_id)
     return stored_chunk(chunk)
+
+
+async def read_blob(
+    ctx: ServiceContext, tenant_id: str, session_id: str, blob_hash: str
+) -> StoredBlob:
+    """An offloaded payload by the hash its chunk names."""
+    async with ctx.database.transaction() as db:
+        row = await owned_session(db, tenant_id, session_id)
+        found = await chunk_store.blob(db, row.id, blob_hash)
+    if found is None:
+        raise BlobNotFound("no such blob in this session", blob=blob_hash)
+    return StoredBlob(found.media_type, found.kind, base64.b64decode(found.data))
 
 
 async def list_events(

@@ -5,22 +5,29 @@
 - `auto`: every turn once C3 exists, gated by a minimum similarity; a reference word
   ("刚才", "we agreed on") lifts the gate. `force`: never gated.
 - A reference question or `force` with no hit injects the explicit no-match line (but not
-  when hits exist and the budget has no room for them).
+  when hits exist and the budget has no room for them, or when they are in a block the
+  window already holds).
 - k and B tighten in emergency, and B never lets the prompt pass the emergency line.
+- A block stays in the window as history until the next offload and is never injected again
+  (docs/DESIGN.md §1). The blocks held and the new one share the room kept for recall; when
+  the new one does not fit, it keeps its strongest items that do; only when not even the
+  strongest fits do held blocks give way, newest first (`_fitted`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
-from app.core.assemble import recalled_block
+from app.core.assemble import anchor_seq, recalled_block
 from app.core.budget import Level
-from app.core.plan import Snapshot, TurnInput, TurnPlan
-from app.core.rerank import NO_MATCH_LINE, format_block
+from app.core.messages import Message
+from app.core.plan import Snapshot, TurnInput, TurnPlan, held_recall_tokens
+from app.core.rerank import NO_MATCH_LINE, Injected, format_block
 from app.core.results import RecalledChunk, RecallMode, TurnRecallSummary
 from app.core.rewrite import RewrittenQuery, rewrite
 from app.core.tokens import count_text_block
-from app.core.types import Message
+from app.core.types import RecalledText, WindowMessage
 from app.services.context import ServiceContext
 from app.services.offload import OffloadBatch
 from app.services.recall import retrieve
@@ -38,9 +45,26 @@ class TurnRecall:
     skipped_reason: str | None = None
     fallback: str | None = None
     no_match: bool = False
+    # Window messages whose held blocks give way to this turn's (the room was full).
+    dropped_seqs: set[int] = field(default_factory=set)
     timings_ms: dict[str, float] = field(default_factory=dict)
 
-    def summary(self) -> TurnRecallSummary:
+    def window(self, plan: TurnPlan) -> list[WindowMessage]:
+        """The window after the turn: this turn's block rides on its newest user message,
+        where it stays, as history, until the next offload."""
+        window = [
+            replace(m, recalled=None) if m.seq in self.dropped_seqs else m
+            for m in plan.window_after
+        ]
+        text = recalled_block(self.block)
+        anchor = anchor_seq(window, plan.turn)
+        if text is None or anchor is None:
+            return list(window)
+        held = RecalledText(text, self.tokens, tuple(hit.chunk_id for hit in self.hits))
+        return [replace(m, recalled=held) if m.seq == anchor else m for m in window]
+
+    def summary(self, window: Sequence[WindowMessage]) -> TurnRecallSummary:
+        """`window`: C1 after the turn (its held blocks are reported beside this one)."""
         return TurnRecallSummary(
             mode=self.mode,
             query_raw=self.query.raw if self.query else None,
@@ -50,12 +74,19 @@ class TurnRecall:
             no_match=self.no_match,
             skipped_reason=self.skipped_reason,
             fallback=self.fallback,
+            held_tokens=held_recall_tokens(window) - (self.tokens if self.block else 0),
+            cleared_held=bool(self.dropped_seqs),
         )
+
+
+def held_chunk_ids(window: Sequence[WindowMessage]) -> set[str]:
+    """Chunks a recalled block in the window already quotes: never injected twice."""
+    return {cid for m in window if m.recalled is not None for cid in m.recalled.chunk_ids}
 
 
 def _newest_user_message(inp: TurnInput) -> Message | None:
     for message in reversed(inp.messages):
-        if message.role == "user" and message.content:
+        if message.role == "user" and message.words:
             return message
     return None
 
@@ -64,10 +95,11 @@ def _recent_texts(snap: Snapshot, context_turns: int) -> list[str]:
     if context_turns == 0:
         return []
     turns = sorted({m.turn for m in snap.window})[-context_turns:]
-    return [m.message.content for m in snap.window if m.turn in turns and m.message.content]
+    return [m.message.text for m in snap.window if m.turn in turns and m.message.text]
 
 
-def _limits(ctx: ServiceContext, plan: TurnPlan, extra_tokens: int) -> tuple[int, int]:
+def _limits(ctx: ServiceContext, plan: TurnPlan, extra_tokens: int) -> tuple[int, int, int]:
+    """k, B for the level, and the room recalled text (held and new) may fill."""
     settings = ctx.settings.recall
     emergency = plan.level is Level.EMERGENCY
     top_k = settings.emergency_top_k if emergency else settings.top_k
@@ -79,7 +111,45 @@ def _limits(ctx: ServiceContext, plan: TurnPlan, extra_tokens: int) -> tuple[int
     overhead = count_text_block(ctx.counter, recalled_block("-")) + 2 * top_k
     prompt = plan.prompt_tokens_after + round(extra_tokens * plan.calibration_ratio)
     headroom = (emergency_line - prompt) / plan.calibration_ratio - overhead
-    return top_k, max(0, min(budget, int(headroom)))
+    return top_k, budget, max(0, int(headroom))
+
+
+def _make_room(
+    window: Sequence[WindowMessage], room: int, wanted: int, answering: set[str], result: TurnRecall
+) -> int:
+    """Drops held blocks, newest first (the prompt before them stays the same), until they
+    fit the room with `wanted` tokens to spare; one that holds this question's evidence goes
+    only when the held blocks alone would pass the room. Answers the room left."""
+    held = [m for m in window if m.recalled is not None and m.seq not in result.dropped_seqs]
+    free = room - sum(m.recalled.tokens for m in held if m.recalled is not None)
+    for sparing in (True, False):
+        for message in reversed(held):
+            if free >= (wanted if sparing else 0) or message.seq in result.dropped_seqs:
+                continue
+            assert message.recalled is not None
+            if sparing and answering.intersection(message.recalled.chunk_ids):
+                continue
+            result.dropped_seqs.add(message.seq)
+            free += message.recalled.tokens
+    return free
+
+
+def _fitted(
+    items: list[Injected],
+    window: Sequence[WindowMessage],
+    room: int,
+    answering: set[str],
+    result: TurnRecall,
+) -> list[Injected]:
+    """The items that fit beside the blocks the window holds, the strongest first; held
+    blocks give way only when not even the strongest fits (`_make_room`)."""
+    strongest = sorted(items, key=lambda item: -item.hit.score)
+    free = _make_room(window, room, strongest[0].tokens if strongest else 0, answering, result)
+    kept: list[Injected] = []
+    for item in strongest:
+        if sum(k.tokens for k in kept) + item.tokens <= free:
+            kept.append(item)
+    return [item for item in items if item in kept]
 
 
 async def recall_for_turn(
@@ -96,41 +166,43 @@ async def recall_for_turn(
     asked = _newest_user_message(inp)
     if inp.recall == "off":
         result.skipped_reason = "off"
-    elif asked is None or asked.content is None:
+    elif asked is None:
         result.skipped_reason = "no_user_input"
     elif not (snap.has_chunks or batch.chunks):
         result.skipped_reason = "archive_empty"
-    if result.skipped_reason:
+    if result.skipped_reason:  # what is held must still fit the room kept for recall
+        _make_room(plan.window_after, _limits(ctx, plan, extra_tokens)[2], 0, set(), result)
         return result
-    assert asked is not None and asked.content is not None
+    assert asked is not None
     recent = _recent_texts(snap, ctx.settings.recall.context_turns)
     query = rewrite(
-        asked.content[: ctx.settings.recall.max_query_chars],
+        asked.words[: ctx.settings.recall.max_query_chars],
         recent,
         asked_at=asked.created_at or ctx.clock(),
     )
-    top_k, budget = _limits(ctx, plan, extra_tokens)
+    top_k, cap, room = _limits(ctx, plan, extra_tokens)
     forced = inp.recall == "force" or query.has_reference
     found = await retrieve(
         ctx,
         inp.key,
         query,
         top_k=top_k,
-        budget_tokens=budget,
+        budget_tokens=min(cap, room),
         gated=not forced,
         window_seqs={m.seq for m in plan.window_after if m.stub_chunk_id is None},
         fresh=batch.chunks,
+        exclude_ids=held_chunk_ids(plan.window_after),
         recent=recent,
     )
-    result.query = found.query
-    result.hits, result.fallback, result.timings_ms = (
-        found.recalled(),
-        found.fallback,
-        found.timings_ms,
-    )
-    if found.items:
-        result.block = format_block(found.items)
-    elif found.considered:
+    items = _fitted(found.items, plan.window_after, room, set(found.already_in_context), result)
+    kept = {item.hit.candidate.chunk_id for item in items}
+    result.query, result.fallback, result.timings_ms = found.query, found.fallback, found.timings_ms
+    result.hits = tuple(hit for hit in found.recalled() if hit.chunk_id in kept)
+    if items:
+        result.block = format_block(items)
+    elif found.already_in_context:  # the evidence is in a block the window holds
+        result.skipped_reason = "already_in_context"
+    elif found.considered or found.items:
         result.skipped_reason = "no_room_in_budget"  # hits exist: never claim there are none
     elif forced:
         result.block, result.no_match = NO_MATCH_LINE, True

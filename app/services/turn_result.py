@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.core.plan import Snapshot, TurnInput, TurnPlan
+from app.core.assemble import Prompt
+from app.core.plan import Snapshot, TurnInput, TurnPlan, held_recall_tokens
 from app.core.results import OffloadSummary, TurnResult, TurnUsage
 from app.core.tokens import calibrated
-from app.core.types import JsonObject
+from app.core.types import JsonObject, WindowMessage
 from app.services.notes import NotesUpdate
 from app.services.offload import OffloadBatch
 from app.services.turn_recall import TurnRecall
@@ -24,6 +25,13 @@ class Outcome:
     notes: NotesUpdate
     notes_delta: int  # the new notes' tokens minus the old ones' (0 when unchanged)
     recall: TurnRecall
+    window: list[WindowMessage]  # C1 after the turn, this turn's recalled block on its message
+
+    @property
+    def new_messages(self) -> list[WindowMessage]:
+        """The turn's messages as they are stored (the one the block came with carries it)."""
+        kept = {m.seq: m for m in self.window}
+        return [kept.get(m.seq, m) for m in self.plan.new_messages]
 
     @property
     def estimate_without_recall(self) -> int:
@@ -33,8 +41,9 @@ class Outcome:
 
     @property
     def estimate_sent(self) -> int:
-        """Estimated tokens of the prompt as sent: new notes and recalled block included."""
-        return self.estimate_without_recall + self.recall.tokens
+        """Estimated tokens of the prompt as sent: new notes and every recalled block in the
+        window (this turn's too) included."""
+        return self.estimate_without_recall + held_recall_tokens(self.window)
 
     @property
     def prompt_tokens(self) -> int:
@@ -57,7 +66,7 @@ def _offload_summary(outcome: Outcome) -> OffloadSummary:
     )
 
 
-def _usage(outcome: Outcome) -> TurnUsage:
+def _usage(inp: TurnInput, outcome: Outcome) -> TurnUsage:
     plan = outcome.plan
     budget = plan.config.budget
     return TurnUsage(
@@ -74,6 +83,8 @@ def _usage(outcome: Outcome) -> TurnUsage:
         ),
         trigger_ratio=round(plan.prompt_tokens_before / budget.available, 4),
         level=plan.level,
+        observed_prompt_tokens=inp.observed_prompt_tokens,
+        observed_cached_tokens=inp.observed_cached_tokens,
     )
 
 
@@ -81,16 +92,18 @@ def turn_result(
     inp: TurnInput,
     snap: Snapshot,
     outcome: Outcome,
-    prompt: list[JsonObject],
+    prompt: Prompt,
     timings: dict[str, float],
 ) -> TurnResult:
     return TurnResult(
         session_id=inp.session_id,
         turn=outcome.plan.turn,
-        messages=prompt,
-        usage=_usage(outcome),
+        messages=prompt.messages,
+        system=prompt.system,
+        prompt_format=prompt.format.value,
+        usage=_usage(inp, outcome),
         offload=_offload_summary(outcome),
-        recall=outcome.recall.summary(),
+        recall=outcome.recall.summary(outcome.window),
         notes=outcome.notes.summary(snap.notes_text, snap.notes_tokens),
         timings_ms=timings,
     )
@@ -105,6 +118,8 @@ def event_payload(outcome: Outcome, result: TurnResult) -> JsonObject:
         "trigger_ratio": result.usage.trigger_ratio,
         "watermark": result.usage.watermark,
         "prompt_tokens": result.usage.prompt_tokens,
+        "observed_prompt_tokens": result.usage.observed_prompt_tokens,
+        "observed_cached_tokens": result.usage.observed_cached_tokens,
         "messages_added": len(outcome.plan.new_messages),
         "offload": {
             "triggered": offload.triggered,
@@ -123,6 +138,8 @@ def event_payload(outcome: Outcome, result: TurnResult) -> JsonObject:
             "final_k": recall.final_k,
             "injected_tokens": recall.injected_tokens,
             "no_match": recall.no_match,
+            "held_tokens": recall.held_tokens,
+            "cleared_held": recall.cleared_held,
             "skipped_reason": recall.skipped_reason,
         },
         "notes": {

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app import metrics
 from app.core.assemble import PromptParts, assemble
 from app.core.errors import IdempotencyKeyReused, ReplayForgotten, SessionBusy
+from app.core.formats import SystemPrompt
 from app.core.notes import NotesBody
 from app.core.plan import Snapshot, TurnInput, plan_turn
 from app.core.results import TurnResult
@@ -68,7 +69,7 @@ async def load_snapshot(ctx: ServiceContext, inp: TurnInput) -> Snapshot | TurnR
         model=row.model,
         context_window=row.context_window,
         reserve_tokens=row.reserve_tokens,
-        system_prompt=row.system_prompt,
+        system_prompt=stored_system(row),
         tools=row.tools,
         c0_tokens=row.c0_tokens,
         policy=dict(row.policy),
@@ -85,6 +86,13 @@ async def load_snapshot(ctx: ServiceContext, inp: TurnInput) -> Snapshot | TurnR
         facts=facts,
         has_chunks=has_chunks,
     )
+
+
+def stored_system(row: SessionRow) -> SystemPrompt | None:
+    """C0 as the session keeps it: as posted, or (sessions from before formats) its text."""
+    if row.system_posted is not None:
+        return SystemPrompt.from_json(row.system_posted)
+    return SystemPrompt(row.system_prompt) if row.system_prompt is not None else None
 
 
 async def _answered(db: AsyncSession, inp: TurnInput) -> TurnResult | None:
@@ -128,6 +136,7 @@ async def _attempt(ctx: ServiceContext, inp: TurnInput) -> TurnResult:
     snap = await load_snapshot(ctx, inp)
     if isinstance(snap, TurnResult):
         return snap  # a replay: answered before, nothing to plan or write
+    ctx = ctx.for_model(inp.model or snap.model or ctx.settings.default_model)
     timings["db_read"] = _ms_since(started)
     mark = time.perf_counter()
     plan = plan_turn(inp, snap, ctx.counter, plan_policy(ctx.settings), ctx.clock(), ctx.new_id)
@@ -144,14 +153,14 @@ async def _attempt(ctx: ServiceContext, inp: TurnInput) -> TurnResult:
     timings["recall"] = _ms_since(mark)
     timings.update({f"recall_{k}": v for k, v in recall.timings_ms.items()})
     mark = time.perf_counter()
-    outcome = Outcome(plan, batch, notes, notes_delta, recall)
+    outcome = Outcome(plan, batch, notes, notes_delta, recall, recall.window(plan))
     prompt = assemble(
         PromptParts(
             system=plan.config.system_prompt,
             notes=notes.text(snap.notes_text),
-            window=plan.window_after,
+            window=outcome.window,
             current_turn=plan.turn,
-            recalled=recall.block,
+            format=inp.prompt_format,
         )
     )
     timings["assemble"] = _ms_since(mark)
@@ -202,7 +211,11 @@ async def commit_turn(
             return answered
         if row.version != snap.version:
             raise VersionConflict
-        await session_store.insert_messages(db, inp.key, plan.new_messages)
+        if plan.clears_recall:  # before this turn's own block is written
+            await session_store.clear_recalled(db, inp.key)
+        elif outcome.recall.dropped_seqs:
+            await session_store.clear_recalled(db, inp.key, outcome.recall.dropped_seqs)
+        await session_store.insert_messages(db, inp.key, outcome.new_messages)
         await chunk_store.insert_chunks(db, inp.key, batch.chunks, ctx.embedder.model_name)
         await session_store.mark_offloaded(db, inp.key, batch.chunk_of())
         await _write_notes(db, inp.key, plan.turn, outcome.notes, snap)
@@ -259,13 +272,14 @@ def _update_session_row(row: SessionRow, outcome: Outcome) -> None:
     row.model = config.model
     row.context_window = config.context_window_override
     row.reserve_tokens = config.reserve_tokens
-    row.system_prompt = config.system_prompt
+    row.system_prompt = config.system_prompt.text if config.system_prompt else None
+    row.system_posted = config.system_prompt.to_json() if config.system_prompt else None
     row.tools = config.tools
     row.c0_tokens = config.c0_tokens
     row.policy = config.policy_overrides
     row.calibration_ratio = plan.calibration_ratio
     row.last_prompt_estimate = outcome.estimate_sent
     row.last_window_estimate = outcome.estimate_without_recall
-    if plan.offloaded:
+    if plan.offloaded or plan.clears_recall:
         row.last_offload_turn = plan.turn
     row.offload_until_tokens = None  # a manual offload is carried out by one turn

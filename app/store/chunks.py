@@ -1,4 +1,4 @@
-"""Offload chunks (C3): raw text, vector, lexical terms."""
+"""Offload chunks (C3): raw text, vector, lexical terms, and their messages' media."""
 
 from __future__ import annotations
 
@@ -6,12 +6,14 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import delete, func, select, tuple_, update
+from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
+from app.core.blobs import Blob
 from app.core.types import EmbeddedChunk, UnitDraft
 from app.core.vectors import mean_vector
-from app.store.models import ChunkRow, ChunkUnitRow
+from app.store.models import BlobRow, ChunkRow, ChunkUnitRow
 from app.store.sealing import blind_terms
 
 
@@ -41,14 +43,47 @@ async def insert_chunks(
                 needs_embedding=vector is None or chunk.unit_vectors is None,
                 lexical=func.array_to_tsvector(blind_terms(draft.lexical_terms)),
                 content_hash=draft.content_hash,
+                sources=list(draft.sources) or None,
+                blob_hashes=[blob.hash for blob in draft.blobs] or None,
             )
         )
     await db.flush()  # the units refer to their chunk
+    await insert_blobs(db, session_id, [blob for chunk in chunks for blob in chunk.draft.blobs])
     for chunk in chunks:
         vectors = chunk.unit_vectors or [None] * len(chunk.draft.units)
         for unit, unit_vector in zip(chunk.draft.units, vectors, strict=True):
             db.add(_unit_row(session_id, chunk.draft.id, unit, unit_vector, embedding_model))
     await db.flush()
+
+
+async def insert_blobs(db: AsyncSession, session_id: str, blobs: Sequence[Blob]) -> None:
+    """Stores each payload once per session: one already there is left as it is."""
+    unique = {blob.hash: blob for blob in blobs}
+    for blob in unique.values():
+        await db.execute(
+            insert(BlobRow)
+            .values(
+                session_id=session_id,
+                hash=blob.hash,
+                kind=blob.kind,
+                media_type=blob.media_type,
+                data=blob.data,
+                size=blob.size,
+            )
+            .on_conflict_do_nothing(index_elements=[BlobRow.session_id, BlobRow.hash])
+        )
+
+
+async def drop_unreferenced_blobs(db: AsyncSession, session_id: str) -> None:
+    """Deletes the session's payloads that no chunk names any more (after a forget)."""
+    named = select(ChunkRow.id).where(
+        ChunkRow.session_id == BlobRow.session_id, BlobRow.hash == func.any(ChunkRow.blob_hashes)
+    )
+    await db.execute(delete(BlobRow).where(BlobRow.session_id == session_id, ~named.exists()))
+
+
+async def blob(db: AsyncSession, session_id: str, blob_hash: str) -> BlobRow | None:
+    return await db.get(BlobRow, (session_id, blob_hash))
 
 
 def _unit_row(

@@ -41,14 +41,6 @@ async def turn_event(db: AsyncSession, session_id: str, turn: int) -> EventRow |
     return result.scalar_one_or_none()
 
 
-async def injected_chunk_ids(db: AsyncSession, session_id: str, turn: int) -> list[str]:
-    """The chunks the given turn's recall put in the prompt."""
-    event = await turn_event(db, session_id, turn) if turn else None
-    if event is None:
-        return []
-    return list(event.payload.get("recall", {}).get("recall_ids", []))
-
-
 async def events_after(
     db: AsyncSession, session_id: str, after: int, limit: int, kind: str | None
 ) -> list[EventRow]:

@@ -95,6 +95,8 @@ class SessionRow(Base):
     context_window: Mapped[int | None] = mapped_column(Integer)
     reserve_tokens: Mapped[int | None] = mapped_column(Integer)
     system_prompt: Mapped[str | None] = mapped_column(SealedText)
+    # C0 as posted (`SystemPrompt.to_json`): leading system messages, or Anthropic's blocks.
+    system_posted: Mapped[dict[str, Any] | None] = mapped_column(SealedJson)
     tools: Mapped[list[Any] | None] = mapped_column(SealedJson)
     c0_tokens: Mapped[int] = mapped_column(Integer, default=0)
     policy: Mapped[dict[str, Any]] = mapped_column(default=dict)
@@ -110,8 +112,13 @@ class SessionRow(Base):
 
 class MessageRow(Base):
     """A posted message. Its text lives in exactly one place: here while in the window, in
-    its chunk once offloaded (content cleared). An oversize message keeps only its stub here
-    and its text in chunk `stub_chunk_id` from the start."""
+    its chunk once offloaded (`posted` cleared). An oversize message keeps only its stub here
+    and its text in chunk `stub_chunk_id` from the start.
+
+    `posted` is the message as the client sent it (JSON text, so its keys keep their order),
+    in `format`. Rows written before formats existed have no `format` and keep the OpenAI
+    fields `content`, `name`, `tool_calls` and `tool_call_id` instead. `recalled` is the
+    recalled block injected just before this message: history until the next offload."""
 
     __tablename__ = "messages"
     __table_args__ = (Index(None, "session_id", "state", "seq"),)
@@ -124,6 +131,11 @@ class MessageRow(Base):
     name: Mapped[str | None] = mapped_column(String(256))
     tool_calls: Mapped[list[Any] | None] = mapped_column(SealedJson)
     tool_call_id: Mapped[str | None] = mapped_column(String(256))
+    format: Mapped[str | None] = mapped_column(String(16))
+    posted: Mapped[str | None] = mapped_column(SealedText)
+    recalled: Mapped[str | None] = mapped_column(SealedText)
+    recalled_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
+    recalled_chunk_ids: Mapped[list[str] | None] = mapped_column(ARRAY(String(40)))
     tokens: Mapped[int] = mapped_column(Integer)
     state: Mapped[str] = mapped_column(String(16))
     chunk_id: Mapped[str | None] = mapped_column(String(40))
@@ -163,6 +175,25 @@ class ChunkRow(Base):
     needs_embedding: Mapped[bool] = mapped_column(Boolean, default=False)
     lexical: Mapped[str] = mapped_column(TSVECTOR)
     content_hash: Mapped[str] = mapped_column(String(64))
+    # The messages as posted (`{"seq", "format", "posted"}` each), media payloads replaced by
+    # `blob_ref`s into `blobs`: the parts survive the offload, not only their words.
+    sources: Mapped[list[Any] | None] = mapped_column(SealedJson)
+    blob_hashes: Mapped[list[str] | None] = mapped_column(ARRAY(String(64)))
+    created_at: Mapped[datetime] = _created_at()
+
+
+class BlobRow(Base):
+    """An offloaded image, clip or file, stored once per session under the SHA-256 of its
+    base64 payload; chunks name it in their text and `sources`."""
+
+    __tablename__ = "blobs"
+
+    session_id: Mapped[str] = _session_fk()
+    hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    media_type: Mapped[str | None] = mapped_column(String(128))
+    data: Mapped[str] = mapped_column(SealedText)  # base64
+    size: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = _created_at()
 
 

@@ -18,7 +18,7 @@ from app.store.sealing import blind_terms
 
 # Candidates need their text and place, not their vector (the score comes from SQL) nor their
 # lexical terms: parsing 384 floats per row was most of the search stage's Python time.
-UNUSED_COLUMNS = (defer(ChunkRow.embedding), defer(ChunkRow.lexical))
+UNUSED_COLUMNS = (defer(ChunkRow.embedding), defer(ChunkRow.lexical), defer(ChunkRow.sources))
 
 
 @dataclass(frozen=True)

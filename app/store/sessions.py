@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import cast
+import json
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
 
 from sqlalchemy import exists, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.formats import posted_form, read_posted
+from app.core.messages import Format, Message
 from app.core.results import SessionCounts
-from app.core.types import (
-    FunctionCall,
-    JsonObject,
-    Message,
-    MessageState,
-    Role,
-    ToolCall,
-    WindowMessage,
-)
+from app.core.types import JsonObject, MessageState, RecalledText, WindowMessage
 from app.store.models import ChunkRow, MessageRow, NoteRow, SessionRow
 
 
@@ -74,32 +69,48 @@ async def create_session(db: AsyncSession, key: str, tenant_id: str) -> bool:
     return bool(getattr(result, "rowcount", 0))
 
 
-def _stored_call(call: JsonObject) -> ToolCall:
-    return ToolCall.model_construct(
-        id=call["id"],
-        type=call.get("type", "function"),
-        function=FunctionCall.model_construct(**call["function"]),
-    )
+def _legacy_posted(row: MessageRow) -> JsonObject:
+    """A row written before formats existed, as the OpenAI message it was posted as."""
+    raw: JsonObject = {"role": row.role, "content": row.content}
+    if row.name:
+        raw["name"] = row.name
+    if row.tool_calls:
+        raw["tool_calls"] = row.tool_calls
+    if row.tool_call_id:
+        raw["tool_call_id"] = row.tool_call_id
+    return raw
+
+
+def stored_message(row: MessageRow) -> Message:
+    """A stored message as it was posted (or, for rows from before formats, as OpenAI's)."""
+    if row.format is None or row.posted is None:
+        return read_posted(Format.OPENAI, _legacy_posted(row))
+    return read_posted(Format(row.format), json.loads(row.posted))
 
 
 def _window_message(row: MessageRow) -> WindowMessage:
-    """A stored message, built without validation: it was validated once, when it was posted,
+    """A stored message, read without validation: it was validated once, when it was posted,
     and every turn reads the whole window back."""
-    message = Message.model_construct(
-        role=cast(Role, row.role),
-        content=row.content,
-        name=row.name,
-        tool_calls=[_stored_call(c) for c in row.tool_calls] if row.tool_calls else None,
-        tool_call_id=row.tool_call_id,
-    )
+    recalled = None
+    if row.recalled is not None:
+        recalled = RecalledText(
+            row.recalled, row.recalled_tokens, tuple(row.recalled_chunk_ids or ())
+        )
     return WindowMessage(
         seq=row.seq,
         turn=row.turn,
-        message=message,
+        message=replace(stored_message(row), created_at=row.created_at),
         tokens=row.tokens,
         created_at=row.created_at,
         stub_chunk_id=row.stub_chunk_id,
+        recalled=recalled,
     )
+
+
+def posted_json(message: Message) -> tuple[str, str]:
+    """(format, JSON text) of a message as it is stored: the posted object, keys in order."""
+    form = posted_form(message)
+    return form.format.value, json.dumps(form.raw, ensure_ascii=False, separators=(",", ":"))
 
 
 async def window_messages(db: AsyncSession, session_id: str) -> list[WindowMessage]:
@@ -115,26 +126,37 @@ async def window_messages(db: AsyncSession, session_id: str) -> list[WindowMessa
 async def insert_messages(
     db: AsyncSession, session_id: str, messages: Sequence[WindowMessage]
 ) -> None:
-    db.add_all(
-        MessageRow(
-            session_id=session_id,
-            seq=item.seq,
-            turn=item.turn,
-            role=item.message.role,
-            content=item.message.content,
-            name=item.message.name,
-            tool_calls=[c.model_dump() for c in item.message.tool_calls]
-            if item.message.tool_calls
-            else None,
-            tool_call_id=item.message.tool_call_id,
-            tokens=item.tokens,
-            state=MessageState.WINDOW,
-            stub_chunk_id=item.stub_chunk_id,
-            created_at=item.created_at,
+    rows = []
+    for item in messages:
+        fmt, posted = posted_json(item.message)
+        rows.append(
+            MessageRow(
+                session_id=session_id,
+                seq=item.seq,
+                turn=item.turn,
+                role=item.message.role,
+                name=item.message.name,
+                format=fmt,
+                posted=posted,
+                tokens=item.tokens,
+                state=MessageState.WINDOW,
+                stub_chunk_id=item.stub_chunk_id,
+                created_at=item.created_at,
+                **_recalled_columns(item.recalled),
+            )
         )
-        for item in messages
-    )
+    db.add_all(rows)
     await db.flush()
+
+
+def _recalled_columns(recalled: RecalledText | None) -> JsonObject:
+    if recalled is None:
+        return {"recalled": None, "recalled_tokens": 0, "recalled_chunk_ids": None}
+    return {
+        "recalled": recalled.text,
+        "recalled_tokens": recalled.tokens,
+        "recalled_chunk_ids": list(recalled.chunk_ids),
+    }
 
 
 async def mark_offloaded(db: AsyncSession, session_id: str, chunk_of: Mapping[int, str]) -> None:
@@ -146,8 +168,56 @@ async def mark_offloaded(db: AsyncSession, session_id: str, chunk_of: Mapping[in
         await db.execute(
             update(MessageRow)
             .where(MessageRow.session_id == session_id, MessageRow.seq.in_(seqs))
-            .values(state=MessageState.OFFLOADED, chunk_id=chunk_id, content=None, tool_calls=None)
+            .values(
+                state=MessageState.OFFLOADED,
+                chunk_id=chunk_id,
+                content=None,
+                tool_calls=None,
+                posted=None,
+                **_recalled_columns(None),
+            )
         )
+
+
+async def clear_recalled(
+    db: AsyncSession, session_id: str, seqs: Collection[int] | None = None
+) -> None:
+    """Drops the recalled blocks the window holds: all of them (an offload), or those on the
+    given messages."""
+    statement = update(MessageRow).where(
+        MessageRow.session_id == session_id,
+        MessageRow.state == MessageState.WINDOW,
+        MessageRow.recalled.is_not(None),
+    )
+    if seqs is not None:
+        statement = statement.where(MessageRow.seq.in_(list(seqs)))
+    await db.execute(statement.values(**_recalled_columns(None)))
+
+
+async def held_chunk_ids(db: AsyncSession, session_id: str) -> list[str]:
+    """Chunks quoted by the recalled blocks in the window."""
+    result = await db.execute(
+        select(MessageRow.recalled_chunk_ids).where(
+            MessageRow.session_id == session_id,
+            MessageRow.state == MessageState.WINDOW,
+            MessageRow.recalled_chunk_ids.is_not(None),
+        )
+    )
+    return [cid for ids in result.scalars() for cid in ids or ()]
+
+
+async def drop_recalled_quoting(
+    db: AsyncSession, session_id: str, chunk_ids: Sequence[str]
+) -> None:
+    """Drops the recalled blocks that quote any of the chunks (a forget deletes them)."""
+    await db.execute(
+        update(MessageRow)
+        .where(
+            MessageRow.session_id == session_id,
+            MessageRow.recalled_chunk_ids.overlap(list(chunk_ids)),
+        )
+        .values(**_recalled_columns(None))
+    )
 
 
 async def notes_for(db: AsyncSession, session_id: str) -> NoteRow | None:

@@ -30,8 +30,39 @@ BAD_TURNS: list[tuple[str, Any, int, str]] = [
         "invalid_request",
     ),
     (
-        "system role inside messages",
-        {"messages": [{"role": "system", "content": "x"}], "model": "gpt-4o"},
+        "system prompt twice",
+        {"messages": [{"role": "system", "content": "x"}, GOOD], "system": "y", "model": "gpt-4o"},
+        422,
+        "conflicting_system_prompt",
+    ),
+    (
+        "unknown format",
+        {"format": "gemini", "messages": [GOOD], "model": "gpt-4o"},
+        422,
+        "invalid_request",
+    ),
+    (
+        "anthropic tool_use in a user message",
+        {
+            "format": "anthropic",
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}],
+                }
+            ],
+            "model": "claude-sonnet-4-5",
+        },
+        422,
+        "invalid_request",
+    ),
+    (
+        "responses call without its id",
+        {
+            "format": "responses",
+            "messages": [{"type": "function_call", "name": "f", "arguments": "{}"}],
+            "model": "gpt-4o",
+        },
         422,
         "invalid_request",
     ),

@@ -61,7 +61,8 @@ async def scripted_conversation(ctx: ServiceContext, client: httpx.AsyncClient) 
     bodies = [turn_body(user(SECRET), context_window=4000)]
     bodies += [turn_body(user(f"turn {t} " + words(60, "chat"))) for t in range(40)]
     bodies.append(turn_body(user("What was the Zorblax-4471 password again?"), recall="force"))
-    bodies.append(turn_body(user("note"), recall="off"))
+    reported = {"observed_prompt_tokens": 900, "observed_cached_tokens": 800}
+    bodies.append(turn_body(user("note"), recall="off", **reported))
     for body in bodies:
         assert (await client.post(f"/sessions/{SESSION}/turn", json=body)).status_code == 200
     working = ctx.embedder
@@ -92,6 +93,8 @@ async def test_every_metric_grows_and_no_label_names_a_session(
         "ebbtide_rerank_top_score_count",
         "ebbtide_notes_rebuilds_total",
         "ebbtide_turn_seconds_count",
+        "ebbtide_provider_prompt_tokens_total",
+        "ebbtide_provider_cached_prompt_tokens_total",
     ):
         assert grew(before, after, name) > 0, name
     assert grew(before, after, "ebbtide_turns_total", level="normal") > 0

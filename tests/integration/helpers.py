@@ -3,11 +3,14 @@ development tenant's id unless a tenant is named)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.core.formats import read_posted
+from app.core.messages import Format
 from app.core.types import session_key
 from app.store.models import DEFAULT_TENANT, Base
 
@@ -36,14 +39,24 @@ async def session_rows(
 
 
 async def message_texts(connection: AsyncConnection, session_id: str) -> list[tuple[Any, ...]]:
+    """(seq, state, the stored message's words or None, chunk_id, stub_chunk_id) per row."""
     result = await connection.execute(
         text(
-            "SELECT seq, state, content, chunk_id, stub_chunk_id FROM messages "
+            "SELECT seq, state, format, posted, chunk_id, stub_chunk_id FROM messages "
             "WHERE session_id = :sid ORDER BY seq"
         ),
         {"sid": session_key(DEFAULT_TENANT, session_id)},
     )
-    return [tuple(row) for row in result.all()]
+    return [
+        (seq, state, _stored_text(fmt, posted), chunk_id, stub)
+        for seq, state, fmt, posted, chunk_id, stub in result.all()
+    ]
+
+
+def _stored_text(fmt: str | None, posted: str | None) -> str | None:
+    if posted is None:
+        return None
+    return read_posted(Format(fmt or "openai"), json.loads(posted)).text
 
 
 async def chunk_texts(connection: AsyncConnection, session_id: str) -> dict[str, str]:

@@ -73,7 +73,10 @@ async def test_a_turn_during_an_outage_is_a_503_and_its_retry_lands_once(
     async with database.transaction() as db:
         contents = (
             await db.execute(
-                text("SELECT content FROM messages WHERE session_id = 'local/outage' ORDER BY seq")
+                text(
+                    "SELECT posted::json ->> 'content' FROM messages "
+                    "WHERE session_id = 'local/outage' ORDER BY seq"
+                )
             )
         ).all()
     assert [c for (c,) in contents] == ["first", "second, sent during the outage"]

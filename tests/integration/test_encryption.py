@@ -11,6 +11,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.core.errors import EncryptionKeyMissing, EncryptionKeyRejected, InvalidEncryptionKey
+from app.core.formats import SystemPrompt
 from app.services.context import ServiceContext
 from app.services.maintenance import reseal_all
 from app.services.recall import recall_query
@@ -37,7 +38,10 @@ def keys() -> Iterator[None]:
 async def converse(ctx: ServiceContext, session_id: str) -> None:
     """The secret early, then enough small talk to offload it, with idempotency keys."""
     await run_turn(
-        ctx, turn_input(session_id, [user(SECRET_LINE)], context_window=WINDOW, system="Be brief.")
+        ctx,
+        turn_input(
+            session_id, [user(SECRET_LINE)], context_window=WINDOW, system=SystemPrompt("Be brief.")
+        ),
     )
     for t in range(40):
         await run_turn(

@@ -7,8 +7,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.core.messages import Message
 from app.core.results import TurnResult
-from app.core.types import Message
 from app.providers.fakes import BrokenChatModel, EchoChatModel, WeakeningChatModel
 from app.services.context import ServiceContext
 from app.services.turns import run_turn

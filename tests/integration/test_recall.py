@@ -10,9 +10,10 @@ import httpx
 from sqlalchemy import text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.core.formats import openai
+from app.core.messages import Message
 from app.core.rerank import NO_MATCH_LINE
 from app.core.results import TurnResult
-from app.core.types import Message
 from app.providers.embedders import HashEmbedder
 from app.providers.fakes import (
     CountingEmbedder,
@@ -49,12 +50,14 @@ async def archive_facts(ctx: ServiceContext, session: str) -> None:
 
 
 def recalled_block(response: TurnResult) -> str:
+    """This turn's block: the newest in the prompt, when the turn injected one (the window
+    may hold blocks earlier turns injected)."""
     blocks = [
         m["content"]
         for m in response.messages
         if m["role"] == "system" and "Earlier context recalled" in m["content"]
     ]
-    return blocks[0] if blocks else ""
+    return blocks[-1] if blocks and response.recall.injected_tokens else ""
 
 
 async def ask(ctx: ServiceContext, session: str, question: str, **fields: Any) -> TurnResult:
@@ -261,7 +264,7 @@ async def test_a_retried_turn_with_recall_hits_gets_the_first_body_back(
 ) -> None:
     await archive_facts(ctx, "replay")
     body = {
-        "messages": [user("What was the budget we agreed on for cloud servers?").to_openai()],
+        "messages": [openai.as_json(user("What was the budget we agreed on for cloud servers?"))],
         **WINDOW,
     }
     headers = {"Idempotency-Key": "q1"}
@@ -322,11 +325,11 @@ async def test_a_named_day_is_answered_from_that_day(ctx: ServiceContext) -> Non
         ("The wobbly stair still needs fixing, maybe next month.", monday + timedelta(days=5)),
     ]
     for content, at in said:
-        message = Message(role="user", content=content, created_at=at)
+        message = Message.of("user", content, created_at=at)
         await run_turn(ctx, turn_input("r22", [message], **WINDOW))
     for t in range(12):
         later = monday + timedelta(days=6, hours=t)
-        filler = Message(role="user", content=f"filler {t} " + words(120), created_at=later)
+        filler = Message.of("user", f"filler {t} " + words(120), created_at=later)
         await run_turn(ctx, turn_input("r22", [filler], **WINDOW))
     asked = monday + timedelta(days=20)
     on_the_day = await recall_query(

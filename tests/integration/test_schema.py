@@ -58,6 +58,7 @@ async def test_every_table_but_tenants_carries_the_session_key(
         "messages",
         "chunks",
         "chunk_units",
+        "blobs",
         "notes",
         "facts",
         "events",

@@ -7,9 +7,9 @@ from sqlalchemy import exc, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.core.facts import FactChanges
+from app.core.messages import Message
 from app.core.notes import NotesBody
 from app.core.plan import plan_turn
-from app.core.types import Message
 from app.providers.fakes import DownEmbedder, SlowEmbedder
 from app.services.context import ServiceContext
 from app.services.notes import NotesUpdate
@@ -100,7 +100,9 @@ async def test_a_turn_planned_on_a_stale_version_is_not_written(
     before = await session_rows(connection, "race")
     with pytest.raises(VersionConflict):
         notes = NotesUpdate(changes=FactChanges(), body=NotesBody(), facts=[])
-        outcome = Outcome(plan, OffloadBatch([], [], None), notes, 0, TurnRecall(mode="auto"))
+        outcome = Outcome(
+            plan, OffloadBatch([], [], None), notes, 0, TurnRecall(mode="auto"), plan.window_after
+        )
         await commit_turn(ctx, late, snap, outcome, {}, Stopwatch(0.0, 0.0))
     assert await session_rows(connection, "race") == before
 

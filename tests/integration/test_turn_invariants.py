@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.core.messages import Message
 from app.core.plan import TurnInput
-from app.core.types import Message
 from app.providers.fakes import CountingEmbedder
 from app.services.context import ServiceContext
 from app.services.turns import run_turn
@@ -66,20 +66,20 @@ async def assert_every_message_recoverable(
     assert [row[0] for row in rows] == list(range(1, len(posted) + 1))
     window_calls: set[str] = set()
     for (seq, state, content, chunk_id, stub_chunk_id), original in zip(rows, posted, strict=True):
-        needle = original.content or f'"id": "{original.tool_calls[0].id}"'  # type: ignore[index]
+        needle = original.text or f'"id": "{original.calls[0].id}"'
         holders = [cid for cid, raw in chunks.items() if needle in raw]
         if stub_chunk_id is not None:
             assert holders == [stub_chunk_id], f"seq {seq}: oversize text must be in its chunk"
         elif state == "window":
-            assert content == original.content, f"seq {seq}: window text changed"
+            assert content == original.text, f"seq {seq}: window text changed"
             assert holders == [], f"seq {seq}: a window message is also in a chunk"
         else:
             assert content is None, f"seq {seq}: offloaded text kept twice"
             assert holders == [chunk_id], f"seq {seq}: must be in exactly its chunk"
         if state == "window":
-            window_calls.update(c.id for c in original.tool_calls or [])
-            if original.role == "tool":
-                assert original.tool_call_id in window_calls, f"seq {seq}: tool group split"
+            window_calls.update(c.id for c in original.calls)
+            for call_id in original.answered_ids:
+                assert call_id in window_calls, f"seq {seq}: tool group split"
 
 
 async def test_every_posted_message_stays_recoverable_verbatim(

