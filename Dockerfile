@@ -5,6 +5,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends gcc libgomp1 \
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY app ./app
+COPY ebbtide ./ebbtide
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 FROM python:3.11-slim

@@ -19,18 +19,18 @@ run: $(STAMP)
 	$(BIN)/ebbtide serve
 
 test: lint
-	$(BIN)/pytest --cov=app --cov-report=term --cov-fail-under=90
+	$(BIN)/pytest --cov=app --cov=ebbtide --cov-report=term --cov-fail-under=90
 	$(BIN)/coverage report --include='app/core/*' --fail-under=100
 
 lint: $(STAMP)
-	$(BIN)/ruff check app tests scripts
-	$(BIN)/ruff format --check app tests scripts
+	$(BIN)/ruff check app ebbtide tests scripts
+	$(BIN)/ruff format --check app ebbtide tests scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
 format: $(STAMP)
-	$(BIN)/ruff format app tests scripts
-	$(BIN)/ruff check --fix app tests scripts
+	$(BIN)/ruff format app ebbtide tests scripts
+	$(BIN)/ruff check --fix app ebbtide tests scripts
 
 openapi: $(STAMP)
 	$(BIN)/ebbtide openapi --out openapi/openapi.json

@@ -11,6 +11,8 @@ from fastapi import FastAPI
 from app.api.errors import BodySizeLimit, install_error_handlers
 from app.api.mcp import MCP_PATH, PostOnly, bearer_from_headers, build_mcp
 from app.api.observability import RequestObserver
+from app.api.proxy import PROXY_PREFIX
+from app.api.proxy import router as proxy_router
 from app.api.routes import router
 from app.bench.floor import router as floor_router
 from app.core.ports import ChatModel, Embedder, QueryRewriter, Reranker
@@ -19,6 +21,7 @@ from app.providers.llm import OpenAIChatModel
 from app.providers.llm_recall import LlmQueryRewriter, LlmReranker
 from app.providers.reranker import HttpReranker
 from app.providers.tokenizer import counter_for_model, default_counter
+from app.providers.upstream import HttpUpstream
 from app.services.context import ServiceContext
 from app.services.maintenance import purge_periodically
 from app.settings import Settings, get_settings
@@ -107,6 +110,10 @@ def build_context(settings: Settings, database_url: str) -> ServiceContext:
         reranker=build_reranker(settings, chat_model),
         chat_model=chat_model,
         query_rewriter=build_query_rewriter(settings, chat_model),
+        upstream=HttpUpstream(
+            timeout_s=settings.proxy.timeout_s,
+            connect_timeout_s=settings.proxy.connect_timeout_s,
+        ),
     )
 
 
@@ -163,6 +170,7 @@ def create_app(
         app.state.context = context  # test clients may not run the lifespan
     install_error_handlers(app)
     app.include_router(router)
+    app.include_router(proxy_router)
     if settings.floor_endpoint:
         app.include_router(floor_router)
     mcp = build_mcp(lambda: app.state.context, bearer_from_headers)
@@ -172,7 +180,11 @@ def create_app(
         streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=settings.host
     )
     app.router.routes.extend(mcp_app.routes)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.limits.max_body_bytes)
+    app.add_middleware(
+        BodySizeLimit,
+        max_bytes=settings.limits.max_body_bytes,
+        by_prefix=((PROXY_PREFIX, settings.proxy.max_body_bytes),),
+    )
     app.add_middleware(PostOnly)
     app.add_middleware(RequestObserver, log_bodies=settings.log.debug_content)  # outermost
     return app

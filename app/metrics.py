@@ -62,6 +62,19 @@ PROVIDER_CACHED_TOKENS = Counter(
     "ebbtide_provider_cached_prompt_tokens",
     "Of those, tokens the providers' prompt caches served (over the above: the hit share).",
 )
+PROXY_CALLS = Counter(
+    "ebbtide_proxy_calls",
+    "Calls through the OpenAI- and Anthropic-compatible endpoints, by route and outcome "
+    "(recorded; upstream_error: the provider's 4xx/5xx; unreachable; timeout; cut: the "
+    "stream ended before it said it was complete; unrecorded: the reply could not be stored).",
+    ["route", "outcome"],
+)
+PROXY_UPSTREAM_SECONDS = Histogram(
+    "ebbtide_proxy_upstream_seconds",
+    "Time from forwarding a call to the upstream's status line (streams: first byte).",
+    ["route"],
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+)
 HTTP_REQUESTS = Counter(
     "ebbtide_http_requests_total", "HTTP requests by route template.", ["method", "route", "status"]
 )
@@ -131,8 +144,13 @@ def observe_turn(result: TurnResult) -> None:
         RERANK_TOP_SCORE.observe(max(hit.score for hit in recall.hits))
     if result.notes.updated:
         NOTES_REBUILDS.labels(source=result.notes.source or "extractive").inc()
-    if usage.observed_prompt_tokens is not None and usage.observed_cached_tokens is not None:
-        PROVIDER_PROMPT_TOKENS.inc(usage.observed_prompt_tokens)
-        PROVIDER_CACHED_TOKENS.inc(min(usage.observed_cached_tokens, usage.observed_prompt_tokens))
+    observe_provider_usage(usage.observed_prompt_tokens, usage.observed_cached_tokens)
     for reason in {offload.fallback, recall.fallback} - {None}:
         FALLBACKS.labels(reason=reason).inc()
+
+
+def observe_provider_usage(prompt_tokens: int | None, cached_tokens: int | None) -> None:
+    """The provider's report of a prompt and of its cached share (the cache-hit metric)."""
+    if prompt_tokens is not None and cached_tokens is not None:
+        PROVIDER_PROMPT_TOKENS.inc(prompt_tokens)
+        PROVIDER_CACHED_TOKENS.inc(min(cached_tokens, prompt_tokens))

@@ -326,6 +326,31 @@ class DatabaseSettings(BaseModel):
     )
 
 
+class ProxySettings(BaseModel):
+    """The OpenAI- and Anthropic-compatible endpoints (docs/PROXY.md): where they forward.
+    Base URLs are written as each SDK takes them: OpenAI's ends in `/v1` (the proxy posts to
+    `{base}/chat/completions`), Anthropic's has none (`{base}/v1/messages`)."""
+
+    openai_base_url: str = Field("https://api.openai.com/v1", min_length=1)
+    anthropic_base_url: str = Field("https://api.anthropic.com", min_length=1)
+    timeout_s: float = Field(
+        600.0,
+        gt=0,
+        description="Longest wait for the upstream's answer, or between two "
+        "streamed chunks; then 504 (or, mid-stream, the stream is cut).",
+    )
+    connect_timeout_s: float = Field(10.0, gt=0)
+    max_body_bytes: int = Field(
+        32_000_000,
+        ge=1,
+        description="A proxy call carries the whole history, so its body "
+        "may be larger than a turn's.",
+    )
+    max_history_messages: int = Field(
+        100_000, ge=1, description="Messages one proxy call's history may hold."
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="EBBTIDE_", env_nested_delimiter="__", extra="ignore", populate_by_name=True
@@ -360,6 +385,7 @@ class Settings(BaseSettings):
     retention: RetentionSettings = RetentionSettings()
     db: DatabaseSettings = DatabaseSettings()
     log: LogSettings = LogSettings()
+    proxy: ProxySettings = ProxySettings()
 
 
 @lru_cache

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import Depends, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from app.core.scopes import Scope
 from app.services.auth import Principal, authenticate
@@ -29,6 +29,27 @@ async def principal(
     caller = await authenticate(ctx, credentials.credentials if credentials else None)
     request.state.tenant = caller.tenant_id  # for the request's log line
     return caller
+
+
+# The proxy's callers send their provider's credentials in Authorization (and x-api-key),
+# forwarded upstream; their Ebbtide key comes in a header of its own.
+ebbtide_key = APIKeyHeader(
+    name="X-Ebbtide-Key",
+    auto_error=False,
+    description="An API key from `ebbtide keys create` (proxy endpoints).",
+)
+
+
+async def proxy_tenant(
+    request: Request,
+    ctx: Annotated[ServiceContext, Depends(service_context)],
+    key: Annotated[str | None, Depends(ebbtide_key)],
+) -> str:
+    """The proxy caller's tenant, once its key is known to hold the write scope."""
+    caller = await authenticate(ctx, key, how="X-Ebbtide-Key: <key>")
+    request.state.tenant = caller.tenant_id
+    caller.require(Scope.WRITE)
+    return caller.tenant_id
 
 
 def tenant_with(scope: Scope) -> Callable[..., Awaitable[str]]:

@@ -44,6 +44,9 @@ STATUS_BY_ERROR: dict[type[errors.DomainError], int] = {
     errors.SessionBusy: 409,
     errors.UnstorableValue: 422,
     errors.DatabaseUnavailable: 503,
+    errors.MissingSession: 422,
+    errors.UpstreamUnavailable: 502,
+    errors.UpstreamTimeout: 504,
     # The server cannot read what it stored: its configuration, not the request, is wrong.
     errors.EncryptionKeyMissing: 500,
     errors.EncryptionKeyRejected: 500,
@@ -149,20 +152,28 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 class BodySizeLimit:
-    """Answers 413 before the route runs when the body is larger than `max_bytes`, whether
-    or not the client sent a Content-Length."""
+    """Answers 413 before the route runs when the body is larger than the path's limit
+    (`max_bytes`, or the first of `by_prefix` whose prefix the path has), whether or not the
+    client sent a Content-Length."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, by_prefix: tuple[tuple[str, int], ...] = ()
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.by_prefix = by_prefix
+
+    def _limit(self, path: str) -> int:
+        return next((n for prefix, n in self.by_prefix if path.startswith(prefix)), self.max_bytes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self._limit(scope.get("path", ""))
         declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._reject(scope, receive, send)
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await self._reject(scope, receive, send, limit)
             return
         body = bytearray()
         more = True
@@ -170,17 +181,17 @@ class BodySizeLimit:
             message = await receive()
             body.extend(message.get("body", b""))
             more = message.get("more_body", False)
-            if len(body) > self.max_bytes:
-                await self._reject(scope, receive, send)
+            if len(body) > limit:
+                await self._reject(scope, receive, send, limit)
                 return
         await self.app(scope, _replay(bytes(body), receive), send)
 
-    async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _reject(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
         response = error_response(
             413,
             "body_too_large",
-            f"the request body is larger than {self.max_bytes} bytes",
-            {"max_bytes": self.max_bytes},
+            f"the request body is larger than {limit} bytes",
+            {"max_bytes": limit},
         )
         await response(scope, receive, send)
 

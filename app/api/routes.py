@@ -53,14 +53,14 @@ Writer = Annotated[str, Depends(tenant_with(Scope.WRITE))]
 Caller = Annotated[Principal, Depends(principal)]
 
 
-def _check_limits(messages: Sequence[Message], ctx: ServiceContext) -> None:
+def check_limits(messages: Sequence[Message], ctx: ServiceContext, *, whole: bool) -> None:
+    """A turn's new messages, or a whole history (`whole`), within the message limits."""
     limits = ctx.settings.limits
-    if len(messages) > limits.max_messages_per_turn:
+    most = ctx.settings.proxy.max_history_messages if whole else limits.max_messages_per_turn
+    if len(messages) > most:
+        what = "a whole history holds" if whole else "a turn carries"
         raise TooManyMessages(
-            f"a turn carries at most {limits.max_messages_per_turn} messages",
-            field="messages",
-            limit=limits.max_messages_per_turn,
-            got=len(messages),
+            f"{what} at most {most} messages", field="messages", limit=most, got=len(messages)
         )
     for index, message in enumerate(messages):
         if len(message.text) > limits.max_message_chars:
@@ -93,7 +93,7 @@ async def post_turn(
     messages come in `format` (`openai`, `anthropic` or `responses`); the prompt is rendered
     in `prompt_format` (default: the same)."""
     system, messages = body.read()
-    _check_limits(messages, ctx)
+    check_limits(messages, ctx, whole=body.whole_history)
     turn = TurnInput(
         session_id=session_id,
         tenant_id=tenant,
@@ -110,6 +110,7 @@ async def post_turn(
         prompt_format=body.prompt_format or PromptFormat.of_input(Format(body.format)),
         idempotency_key=idempotency_key,
         request_hash=_request_hash(body),
+        whole_history=body.whole_history,
     )
     return TurnResponse.model_validate(await run_turn(ctx, turn))
 

@@ -118,6 +118,13 @@ class _TurnFields(InputModel):
         description="How many of them the provider's prompt cache served (OpenAI "
         "`usage.prompt_tokens_details.cached_tokens`, Anthropic `cache_read_input_tokens`).",
     )
+    whole_history: bool = Field(
+        False,
+        description="`messages` is the whole conversation, as an SDK or an agent framework's "
+        "state holds it, not only the new messages: the turn stores what the session's "
+        "transcript lacks, and a history that diverges from it (an edited or regenerated "
+        "message) archives the stored branch from there (docs/PROXY.md).",
+    )
     prompt_format: PromptFormat | None = Field(
         None,
         description="The format of the answer's prompt (default: the input format): "
@@ -127,11 +134,11 @@ class _TurnFields(InputModel):
     )
 
 
-def _read(fmt: Format, posted: Sequence[Posted]) -> list[Message]:
+def read_messages(fmt: Format, posted: Sequence[Posted]) -> list[Message]:
     return [replace(read_posted(fmt, p.posted()), created_at=p.created_at) for p in posted]
 
 
-def _system_from_leading(
+def system_from_leading(
     fmt: Format, system: str | None, messages: list[Message]
 ) -> tuple[SystemPrompt | None, list[Message]]:
     """OpenAI and Responses turns may open with `system` / `developer` messages: they are
@@ -158,7 +165,17 @@ class OpenAITurnRequest(_TurnFields):
 
     def read(self) -> tuple[SystemPrompt | None, list[Message]]:
         """C0 (None: unchanged) and the turn's messages in the one message model."""
-        return _system_from_leading(Format.OPENAI, self.system, _read(Format.OPENAI, self.messages))
+        return system_from_leading(
+            Format.OPENAI, self.system, read_messages(Format.OPENAI, self.messages)
+        )
+
+
+def anthropic_system(system: str | list[SystemTextBlock] | None) -> SystemPrompt | None:
+    """Anthropic's top-level `system` as C0, kept as posted (blocks with `cache_control`)."""
+    if system is None:
+        return None
+    posted = system if isinstance(system, str) else [block.posted() for block in system]
+    return SystemPrompt(anthropic.system_text(posted), Format.ANTHROPIC, posted)
 
 
 class AnthropicTurnRequest(_TurnFields):
@@ -170,15 +187,7 @@ class AnthropicTurnRequest(_TurnFields):
     system: str | list[SystemTextBlock] | None = None
 
     def read(self) -> tuple[SystemPrompt | None, list[Message]]:
-        system = None
-        if self.system is not None:
-            posted = (
-                self.system
-                if isinstance(self.system, str)
-                else [block.posted() for block in self.system]
-            )
-            system = SystemPrompt(anthropic.system_text(posted), Format.ANTHROPIC, posted)
-        return system, _read(Format.ANTHROPIC, self.messages)
+        return anthropic_system(self.system), read_messages(Format.ANTHROPIC, self.messages)
 
 
 class ResponsesTurnRequest(_TurnFields):
@@ -190,8 +199,8 @@ class ResponsesTurnRequest(_TurnFields):
     system: str | None = None
 
     def read(self) -> tuple[SystemPrompt | None, list[Message]]:
-        items = _read(Format.RESPONSES, self.messages)
-        return _system_from_leading(Format.RESPONSES, self.system, items)
+        items = read_messages(Format.RESPONSES, self.messages)
+        return system_from_leading(Format.RESPONSES, self.system, items)
 
 
 def _format_of(value: object) -> object:
@@ -403,6 +412,11 @@ class ChunkView(_View):
         "file payload is an `ebbtide-blob:sha256:<hash>` reference, its bytes at "
         "GET /sessions/{id}/blobs/{hash}."
     )
+    superseded_turn: int | None = Field(
+        None,
+        description="Set when a client's diverging history archived this chunk (proxy mode): "
+        "kept and readable here, out of recall since that turn.",
+    )
 
 
 class Levels(_View):
@@ -425,6 +439,9 @@ class Counts(_View):
     window_tokens: int
     offloaded_messages: int
     chunks: int
+    superseded_messages: int = Field(
+        description="Messages archived when a client's history diverged (proxy mode)."
+    )
 
 
 class NotesState(_View):

@@ -21,8 +21,11 @@ class Server:
 
 
 @contextmanager
-def serving(database_url: str, embedder: str, log: Path) -> Iterator[Server]:
-    """`ebbtide serve` on loopback with the floor endpoint, stopped at the end."""
+def serving(
+    database_url: str, embedder: str, log: Path, extra_env: dict[str, str] | None = None
+) -> Iterator[Server]:
+    """`ebbtide serve` on loopback with the floor endpoint (and `extra_env`), stopped at the
+    end."""
     port = free_loopback_port()
     env = {
         **os.environ,
@@ -32,6 +35,7 @@ def serving(database_url: str, embedder: str, log: Path) -> Iterator[Server]:
         "EBBTIDE_EMBEDDER__KIND": embedder,
         "EBBTIDE_FLOOR_ENDPOINT": "true",
         "EBBTIDE_LOG__LEVEL": "warning",
+        **(extra_env or {}),
     }
     with log.open("wb") as out:
         process = subprocess.Popen(

@@ -172,3 +172,21 @@ class EncryptionKeyRejected(DomainError):
     """Stored text was encrypted with a key that is no longer configured."""
 
     code = "encryption_key_rejected"
+
+
+class UpstreamUnavailable(DomainError):
+    """The proxy's upstream model API could not be reached (refused, reset, DNS)."""
+
+    code = "upstream_unavailable"
+
+
+class UpstreamTimeout(UpstreamUnavailable):
+    """The upstream model API did not answer within the proxy's timeout."""
+
+    code = "upstream_timeout"
+
+
+class MissingSession(DomainError):
+    """A proxy call named no session: no `X-Ebbtide-Session` header and no fallback field."""
+
+    code = "missing_session"

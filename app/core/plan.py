@@ -46,6 +46,7 @@ from app.core.tokens import (
     update_calibration,
     window_for_model,
 )
+from app.core.transcript import StoredEntry, message_digest
 from app.core.types import ChunkDraft, WindowMessage, session_key
 
 POLICY_FIELDS = (
@@ -109,6 +110,9 @@ class TurnInput:
     prompt_format: PromptFormat = PromptFormat.OPENAI
     idempotency_key: str | None = None
     request_hash: str = ""
+    # The messages are the client's whole history (proxy mode), not only its new ones: the
+    # turn stores what the transcript lacks (app/core/transcript.py).
+    whole_history: bool = False
 
     @property
     def key(self) -> str:
@@ -143,6 +147,7 @@ class Snapshot:
     notes_exists: bool = False  # the notes row is there (written by an earlier turn)
     facts: Sequence[Fact] = ()
     has_chunks: bool = False
+    transcript: Sequence[StoredEntry] = ()  # read for a whole-history turn only
 
 
 @dataclass(frozen=True)
@@ -186,6 +191,9 @@ class TurnPlan:
     level: Level
     floor_yielded: bool
     clears_recall: bool = False  # the window's recalled blocks go (an offload was triggered)
+    # Window messages of this turn stored ahead of it: a reply the proxy recorded from the
+    # model. They are the turn's first messages (notes read them with the new ones).
+    recorded: tuple[WindowMessage, ...] = ()
 
     @property
     def prompt_tokens_before(self) -> int:
@@ -288,6 +296,20 @@ def check_tool_results(window: Sequence[WindowMessage], messages: Sequence[Messa
             open_calls.discard(call_id)
 
 
+def message_turns(inp: TurnInput, snap: Snapshot) -> list[int]:
+    """The turn of each new message. A turn's messages are one call's; a whole history
+    (proxy mode) adding many at once spans as many turns as it has conversation turns — one
+    ends with each user input — so its older ones are no more pinned than any earlier turn's."""
+    turn = snap.turn_count + 1
+    turns = []
+    for index, message in enumerate(inp.messages):
+        follows_user = index > 0 and inp.messages[index - 1].role == "user"
+        if inp.whole_history and follows_user and message.role != "user":
+            turn += 1
+        turns.append(turn)
+    return turns
+
+
 def stage_messages(
     inp: TurnInput,
     snap: Snapshot,
@@ -298,7 +320,7 @@ def stage_messages(
     new_id: Callable[[], str],
 ) -> tuple[list[WindowMessage], list[ChunkDraft]]:
     """Numbers the new messages and moves oversize ones to chunks of their own at once."""
-    turn = snap.turn_count + 1
+    turns = message_turns(inp, snap)
     limit = oversize_limit(
         config.budget.available, rules.oversize_fraction, rules.oversize_max_tokens
     )
@@ -307,10 +329,11 @@ def stage_messages(
     for offset, message in enumerate(inp.messages):
         item = WindowMessage(
             seq=snap.next_seq + offset,
-            turn=turn,
+            turn=turns[offset],
             message=message,
             tokens=count_message(counter, message),
             created_at=message.created_at or now,
+            digest=message_digest(message),
         )
         if item.tokens > limit and message.text:
             chunk_id = new_id()
@@ -359,7 +382,8 @@ def plan_turn(
     config = resolve_config(inp, snap, counter, rules)
     check_tool_results(snap.window, inp.messages)
     staged, oversize = stage_messages(inp, snap, config, counter, rules, now, new_id)
-    turn = snap.turn_count + 1
+    first_turn = snap.turn_count + 1
+    turn = staged[-1].turn if staged else first_turn
     ratio = _calibration(inp, snap, rules.calibration)
     window = [*snap.window, *staged]
     estimate = prompt_tokens([config.c0_tokens, snap.notes_tokens, *(m.tokens for m in window)])
@@ -395,4 +419,5 @@ def plan_turn(
         level=level,
         floor_yielded=floor_yielded,
         clears_recall=clears_recall,
+        recorded=tuple(m for m in snap.window if m.turn == first_turn),
     )

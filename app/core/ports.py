@@ -6,11 +6,12 @@ Adapters live in `app/providers`; deterministic fakes for tests live in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from app.core.messages import Media
+    from app.core.proxy import UpstreamReply, UpstreamRequest
 
 
 class TokenCounter(Protocol):
@@ -79,3 +80,25 @@ class QueryRewriter(Protocol):
     its answer would likely use. Raises `QueryRewriterUnavailable`."""
 
     async def rewrite(self, question: str, recent: Sequence[str]) -> str: ...
+
+
+class UpstreamStream(Protocol):
+    """An upstream answer being streamed: status and headers now, the body as it comes."""
+
+    status: int
+    headers: tuple[tuple[str, str], ...]
+
+    def chunks(self) -> AsyncIterator[bytes]: ...
+
+    async def read(self) -> bytes: ...
+
+    async def aclose(self) -> None: ...
+
+
+class ModelUpstream(Protocol):
+    """The provider API the proxy forwards to (`app/providers/upstream.py`). Raises
+    `UpstreamUnavailable` or `UpstreamTimeout` (app/core/errors.py) when there is no answer."""
+
+    async def send(self, request: UpstreamRequest) -> UpstreamReply: ...
+
+    async def open_stream(self, request: UpstreamRequest) -> UpstreamStream: ...

@@ -119,6 +119,17 @@ class NotesSummary:
 
 
 @dataclass(frozen=True)
+class HistoryMatch:
+    """How a client's whole history met the stored transcript (app/core/transcript.py):
+    messages recognised, messages new, and the first seq archived as superseded, if any."""
+
+    matched: int
+    added: int
+    archived_from_seq: int | None = None
+    archived_messages: int = 0
+
+
+@dataclass(frozen=True)
 class TurnResult:
     session_id: str
     turn: int
@@ -131,6 +142,7 @@ class TurnResult:
     # Defaults: answers stored for replays before prompt formats existed were OpenAI prompts.
     prompt_format: str = "openai"
     system: list[JsonObject] | None = None  # Anthropic's top-level system blocks
+    history: HistoryMatch | None = None  # a whole-history (proxy) turn's reconciliation
 
 
 # --- recall, status, chunks, events ------------------------------------------------------------
@@ -180,6 +192,7 @@ class SessionCounts:
     window_tokens: int = 0
     offloaded_messages: int = 0
     chunks: int = 0
+    superseded_messages: int = 0  # archived by a client's diverging history (proxy mode)
 
 
 @dataclass(frozen=True)
@@ -230,6 +243,7 @@ class StoredChunk:
     raw_text: str
     # The messages as posted (`seq`, `format`, `posted`), payloads as blob references.
     messages: tuple[JsonObject, ...] = ()
+    superseded_turn: int | None = None  # archived by a diverging history at that turn
 
 
 @dataclass(frozen=True)

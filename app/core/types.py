@@ -38,6 +38,7 @@ def tenant_of(key: str) -> str:
 class MessageState(StrEnum):
     WINDOW = "window"
     OFFLOADED = "offloaded"
+    SUPERSEDED = "superseded"  # archived by a client's diverging history (core/transcript.py)
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class WindowMessage:
     created_at: datetime
     stub_chunk_id: str | None = None
     recalled: RecalledText | None = None  # injected just before this message (history now)
+    digest: str | None = None  # of the message as posted (core/transcript.py), stub or not
 
 
 @dataclass(frozen=True)

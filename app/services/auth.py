@@ -70,11 +70,15 @@ async def keys_exist(ctx: ServiceContext) -> bool:
         return await key_store.any_active_key(db)
 
 
-async def authenticate(ctx: ServiceContext, bearer: str | None) -> Principal:
+async def authenticate(
+    ctx: ServiceContext, bearer: str | None, *, how: str = "Authorization: Bearer <key>"
+) -> Principal:
+    """The caller of `bearer` (None: no key sent); `how` says where a key goes when one is
+    needed and missing."""
     async with ctx.database.transaction() as db:
         if bearer is None:
             if await key_store.any_active_key(db):
-                raise Unauthenticated("send Authorization: Bearer <key>")
+                raise Unauthenticated(f"send {how}")
             return DEVELOPMENT
         key = await key_store.active_key(db, hash_key(bearer))
     if key is None:

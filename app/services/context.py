@@ -10,7 +10,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from app.core.ports import ChatModel, Embedder, QueryRewriter, Reranker, TokenCounter
+from app.core.ports import (
+    ChatModel,
+    Embedder,
+    ModelUpstream,
+    QueryRewriter,
+    Reranker,
+    TokenCounter,
+)
 from app.services.embedding import EmbedderGate, QuestionCentroid
 from app.settings import Settings
 from app.store.database import Database
@@ -48,6 +55,7 @@ class ServiceContext:
     reranker: Reranker | None = None
     chat_model: ChatModel | None = None
     query_rewriter: QueryRewriter | None = None
+    upstream: ModelUpstream | None = None  # the proxy's provider API (None: no proxy calls)
     locks: SessionLocks = field(default_factory=SessionLocks)
     embedder_gate: EmbedderGate = field(init=False)  # built from the settings
     question_centroid: QuestionCentroid = field(init=False)  # of the embedder
@@ -71,7 +79,7 @@ class ServiceContext:
 
     async def aclose(self) -> None:
         """Closes the database pool and any provider that holds connections."""
-        for provider in (self.embedder, self.reranker, self.chat_model):
+        for provider in (self.embedder, self.reranker, self.chat_model, self.upstream):
             close = getattr(provider, "aclose", None)
             if close is not None:
                 await close()

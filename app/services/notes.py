@@ -71,7 +71,7 @@ class NotesUpdate:
 def _sources(plan: TurnPlan) -> list[SourceMessage]:
     return [
         SourceMessage(m.seq, m.turn, m.message.role, m.message.words)
-        for m in plan.new_messages
+        for m in (*plan.recorded, *plan.new_messages)
         if m.message.words and m.message.role in ("user", "assistant") and m.stub_chunk_id is None
     ]
 

@@ -143,6 +143,7 @@ def stored_chunk(chunk: ChunkRow) -> StoredChunk:
         content_hash=chunk.content_hash,
         raw_text=chunk.raw_text,
         messages=tuple(chunk.sources or ()),
+        superseded_turn=chunk.superseded_turn,
     )
 
 

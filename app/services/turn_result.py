@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from app.core.assemble import Prompt
 from app.core.plan import Snapshot, TurnInput, TurnPlan, held_recall_tokens
-from app.core.results import OffloadSummary, TurnResult, TurnUsage
+from app.core.results import HistoryMatch, OffloadSummary, TurnResult, TurnUsage
 from app.core.tokens import calibrated
 from app.core.types import JsonObject, WindowMessage
 from app.services.notes import NotesUpdate
@@ -157,4 +157,16 @@ def event_payload(outcome: Outcome, result: TurnResult) -> JsonObject:
         },
         "fallback_flag": offload.fallback or recall.fallback,
         "timings_ms": dict(result.timings_ms),
+        "history": _history(result.history),
+    }
+
+
+def _history(history: HistoryMatch | None) -> JsonObject | None:
+    if history is None:
+        return None
+    return {
+        "matched": history.matched,
+        "added": history.added,
+        "archived_from_seq": history.archived_from_seq,
+        "archived_messages": history.archived_messages,
     }

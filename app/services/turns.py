@@ -24,7 +24,9 @@ from app.core.errors import IdempotencyKeyReused, ReplayForgotten, SessionBusy
 from app.core.formats import SystemPrompt
 from app.core.notes import NotesBody
 from app.core.plan import Snapshot, TurnInput, plan_turn
-from app.core.results import TurnResult
+from app.core.results import HistoryMatch, TurnResult
+from app.core.transcript import reconcile
+from app.core.types import JsonObject
 from app.services.context import ServiceContext
 from app.services.notes import NotesUpdate, update_notes
 from app.services.offload import build_batch
@@ -36,7 +38,9 @@ from app.store import chunks as chunk_store
 from app.store import events as event_store
 from app.store import facts as fact_store
 from app.store import sessions as session_store
+from app.store import transcript as transcript_store
 from app.store.models import SessionRow
+from app.store.transcript import ArchivedBranch
 
 
 class VersionConflict(Exception):
@@ -61,6 +65,9 @@ async def load_snapshot(ctx: ServiceContext, inp: TurnInput) -> Snapshot | TurnR
             return answered
         window = await session_store.window_messages(db, inp.key)
         facts = await fact_store.current_facts(db, inp.key, ctx.settings.notes.recent_resolved)
+        transcript = (
+            await transcript_store.live_transcript(db, inp.key) if inp.whole_history else ()
+        )
     return Snapshot(
         exists=True,
         version=row.version,
@@ -85,6 +92,7 @@ async def load_snapshot(ctx: ServiceContext, inp: TurnInput) -> Snapshot | TurnR
         notes_exists=notes is not None,
         facts=facts,
         has_chunks=has_chunks,
+        transcript=transcript,
     )
 
 
@@ -136,6 +144,9 @@ async def _attempt(ctx: ServiceContext, inp: TurnInput) -> TurnResult:
     snap = await load_snapshot(ctx, inp)
     if isinstance(snap, TurnResult):
         return snap  # a replay: answered before, nothing to plan or write
+    history = None
+    if inp.whole_history:
+        inp, snap, history = await _reconciled(ctx, inp, snap)
     ctx = ctx.for_model(inp.model or snap.model or ctx.settings.default_model)
     timings["db_read"] = _ms_since(started)
     mark = time.perf_counter()
@@ -164,9 +175,62 @@ async def _attempt(ctx: ServiceContext, inp: TurnInput) -> TurnResult:
         )
     )
     timings["assemble"] = _ms_since(mark)
-    draft = turn_result(inp, snap, outcome, prompt, timings)
+    draft = replace(turn_result(inp, snap, outcome, prompt, timings), history=history)
     clock = Stopwatch(started=started, write_started=time.perf_counter())
     return await commit_turn(ctx, inp, snap, outcome, draft, clock)
+
+
+async def _reconciled(
+    ctx: ServiceContext, inp: TurnInput, snap: Snapshot
+) -> tuple[TurnInput, Snapshot, HistoryMatch]:
+    """A whole-history turn as an ordinary one: the messages the transcript lacks. A history
+    that diverges first archives the stored branch (its own transaction, version-checked),
+    and the session is read again; a fault between the two leaves a transcript the retry
+    reconciles with as a plain append."""
+    found = reconcile(snap.transcript, inp.messages)
+    archived = None
+    if found.branch_from is not None:
+        archived = await _archive(ctx, inp, snap, found.branch_from)
+        again = await load_snapshot(ctx, inp)
+        if isinstance(again, TurnResult):  # the same key was answered meanwhile: replay it
+            raise VersionConflict
+        snap, found = again, reconcile(again.transcript, inp.messages)
+    history = HistoryMatch(
+        matched=found.matched,
+        added=len(found.new),
+        archived_from_seq=archived.from_seq if archived else None,
+        archived_messages=archived.messages if archived else 0,
+    )
+    return replace(inp, messages=found.new), snap, history
+
+
+async def _archive(
+    ctx: ServiceContext, inp: TurnInput, snap: Snapshot, from_seq: int
+) -> ArchivedBranch:
+    async with ctx.database.transaction() as db:
+        row = await locked_session(db, inp.tenant_id, inp.session_id)
+        if row.version != snap.version:
+            raise VersionConflict
+        archived = await transcript_store.archive_branch(
+            db, inp.key, from_seq, archived_at_turn=row.turn_count + 1
+        )
+        session_store.bump_version(row)
+        await event_store.record_event(
+            db, inp.key, row.turn_count + 1, "branch", branch_payload(archived)
+        )
+    return archived
+
+
+def branch_payload(archived: ArchivedBranch) -> JsonObject:
+    """The event of an archived branch: seqs, counts and chunk ids, never text."""
+    return {
+        "from_seq": archived.from_seq,
+        "from_turn": archived.from_turn,
+        "messages": archived.messages,
+        "chunk_ids": list(archived.chunk_ids),
+        "facts_retired": archived.facts_retired,
+        "facts_restored": archived.facts_restored,
+    }
 
 
 @dataclass(frozen=True)

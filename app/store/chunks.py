@@ -114,7 +114,8 @@ async def get_chunk(db: AsyncSession, session_id: str, chunk_id: str) -> ChunkRo
 async def chunks_to_reembed(
     db: AsyncSession, model: str, session_id: str | None, limit: int
 ) -> list[ChunkRow]:
-    """Chunks with no vectors, or vectors of another model (their units' included)."""
+    """Chunks with no vectors, or vectors of another model (their units' included), but not
+    those of an archived branch."""
     statement = (
         select(ChunkRow)
         .options(defer(ChunkRow.embedding), defer(ChunkRow.lexical))
@@ -123,6 +124,7 @@ async def chunks_to_reembed(
             | ChunkRow.embedding_model.is_(None)
             | (ChunkRow.embedding_model != model)
         )
+        .where(ChunkRow.superseded_turn.is_(None))  # an archived branch stays out of recall
         .order_by(ChunkRow.session_id, ChunkRow.id)
         .limit(limit)
     )

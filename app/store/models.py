@@ -140,6 +140,7 @@ class MessageRow(Base):
     state: Mapped[str] = mapped_column(String(16))
     chunk_id: Mapped[str | None] = mapped_column(String(40))
     stub_chunk_id: Mapped[str | None] = mapped_column(String(40))
+    digest: Mapped[str | None] = mapped_column(String(64))  # app/core/transcript.py
     created_at: Mapped[datetime] = _created_at()
 
 
@@ -179,6 +180,9 @@ class ChunkRow(Base):
     # `blob_ref`s into `blobs`: the parts survive the offload, not only their words.
     sources: Mapped[list[Any] | None] = mapped_column(SealedJson)
     blob_hashes: Mapped[list[str] | None] = mapped_column(ARRAY(String(64)))
+    # Set when a client's diverging history archived the chunk's messages (a superseded
+    # branch): kept and readable by id, but its units and lexical terms are gone from recall.
+    superseded_turn: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = _created_at()
 
 

@@ -104,6 +104,7 @@ def _window_message(row: MessageRow) -> WindowMessage:
         created_at=row.created_at,
         stub_chunk_id=row.stub_chunk_id,
         recalled=recalled,
+        digest=row.digest,
     )
 
 
@@ -141,6 +142,7 @@ async def insert_messages(
                 tokens=item.tokens,
                 state=MessageState.WINDOW,
                 stub_chunk_id=item.stub_chunk_id,
+                digest=item.digest,
                 created_at=item.created_at,
                 **_recalled_columns(item.recalled),
             )
@@ -231,16 +233,18 @@ async def counts(db: AsyncSession, session_id: str) -> SessionCounts:
         .where(MessageRow.session_id == session_id)
         .group_by(MessageRow.state)
     )
-    window_messages = window_tokens = offloaded_messages = 0
-    for state, count, tokens in rows.all():
-        if state == MessageState.WINDOW:
-            window_messages, window_tokens = count, int(tokens)
-        else:
-            offloaded_messages = count
+    by_state = {state: (count, int(tokens)) for state, count, tokens in rows.all()}
+    window_messages, window_tokens = by_state.get(MessageState.WINDOW, (0, 0))
     chunks = await db.scalar(
         select(func.count()).select_from(ChunkRow).where(ChunkRow.session_id == session_id)
     )
-    return SessionCounts(window_messages, window_tokens, offloaded_messages, int(chunks or 0))
+    return SessionCounts(
+        window_messages=window_messages,
+        window_tokens=window_tokens,
+        offloaded_messages=by_state.get(MessageState.OFFLOADED, (0, 0))[0],
+        chunks=int(chunks or 0),
+        superseded_messages=by_state.get(MessageState.SUPERSEDED, (0, 0))[0],
+    )
 
 
 async def window_seqs(db: AsyncSession, session_id: str) -> set[int]:

@@ -1,16 +1,25 @@
-"""The live server shared by the tests that need a whole `ebbtide serve` with keys."""
+"""The live server shared by the tests that need a whole `ebbtide serve` with keys, and the
+proxy in-process with its scripted upstream."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
+import httpx
 import pytest
 
-from app.main import build_context
+from app.bench.upstream import ScriptedUpstream
+from app.main import build_context, create_app
+from app.providers.fakes import CountingEmbedder
+from app.providers.tokenizer import counter_for_model, default_counter
+from app.providers.upstream import HttpUpstream
 from app.services.auth import create_key
+from app.services.context import ServiceContext
+from app.store.database import Database
 from app.store.migrate import upgrade_head
 from tests.api.live import LiveServer, fresh_named_database, live_server
+from tests.api.proxy_helpers import EBBTIDE, TIMEOUT_S, UPSTREAM, Proxy
 from tests.conftest import make_settings
 
 ALL = ["memory:read", "memory:write", "memory:offload", "memory:forget"]
@@ -37,3 +46,38 @@ async def _make_keys(url: str) -> dict[str, str]:
         }
     finally:
         await ctx.aclose()
+
+
+@pytest.fixture
+def upstream() -> ScriptedUpstream:
+    return ScriptedUpstream()
+
+
+@pytest.fixture
+async def proxy(
+    database: Database, embedder: CountingEmbedder, upstream: ScriptedUpstream
+) -> AsyncIterator[Proxy]:
+    settings = make_settings(
+        proxy={
+            "openai_base_url": f"{UPSTREAM}/v1",
+            "anthropic_base_url": UPSTREAM,
+            "timeout_s": TIMEOUT_S,
+        },
+    )
+    ctx = ServiceContext(
+        database=database,
+        counter=default_counter(),
+        counters=counter_for_model,
+        embedder=embedder,
+        settings=settings,
+        upstream=HttpUpstream(
+            timeout_s=TIMEOUT_S,
+            connect_timeout_s=TIMEOUT_S,
+            # A scripted cut arrives as a body that ends early (this transport cannot drop a
+            # connection; the live tests cut a real one).
+            transport=httpx.ASGITransport(app=upstream.app, raise_app_exceptions=False),
+        ),
+    )
+    app = create_app(context=ctx)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=EBBTIDE) as http:
+        yield Proxy(ctx, upstream, http, app)

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 from openai import OpenAI
 
+from ebbtide.client import Ebbtide
 from scripts.agent_loop import run_agent
 from tests.api.live import LiveServer
 from tests.api.test_mcp import SECRET, converse
@@ -68,8 +69,7 @@ def test_the_model_recalls_through_the_memory_tool(
         api_key="unused",
         http_client=httpx.Client(transport=httpx.MockTransport(model)),
     )
-    headers = {"Authorization": f"Bearer {keys['default']}"}
-    with httpx.Client(base_url=live.base, headers=headers, timeout=30) as ebbtide:
+    with Ebbtide(live.base, api_key=keys["default"]) as ebbtide:
         replies = list(
             run_agent(ebbtide, llm, "agent", "gpt-4o", ["Let us continue with the deployment."])
         )

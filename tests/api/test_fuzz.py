@@ -39,9 +39,11 @@ def server(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
         yield live.base
 
 
+# The proxy's answers are its upstream's (status, headers, body), which no contract of
+# Ebbtide's describes; its own refusals are tested in tests/api/test_proxy.py.
 contract = schemathesis.openapi.from_dict(
     json.loads((PROJECT_ROOT / "openapi" / "openapi.json").read_text())
-)
+).exclude(tag="proxy")
 
 
 @contract.parametrize()

@@ -56,26 +56,37 @@ def split_data_uri(uri: str) -> tuple[str | None, str] | None:
     return head.removeprefix("data:") or None, payload
 
 
-def _image(part: JsonObject) -> Media:
-    image = part.get("image_url") or {}
-    url = str(image.get("url", ""))
-    detail = image.get("detail")
-    inline = split_data_uri(url)
+def image_from(url: object, detail: str | None, file_id: str | None = None) -> Media:
+    """An image part's media: inline when its URL is a data URI, else a link or file id."""
+    inline = split_data_uri(url) if isinstance(url, str) else None
     if inline is not None:
         return Media("image", media_type=inline[0], data=inline[1], detail=detail)
-    return Media("image", url=url, detail=detail)
+    return Media("image", url=url if isinstance(url, str) else None, file_id=file_id, detail=detail)
+
+
+def file_from(
+    file_data: object, file_id: str | None, filename: str | None, url: str | None = None
+) -> Media:
+    """A file part's media: `file_data` is a data URI (or, as some clients send, bare base64)."""
+    inline = split_data_uri(str(file_data or ""))
+    return Media(
+        "file",
+        media_type=inline[0] if inline else None,
+        data=inline[1] if inline else (str(file_data) if file_data is not None else None),
+        url=url,
+        file_id=file_id,
+        filename=filename,
+    )
+
+
+def _image(part: JsonObject) -> Media:
+    image = part.get("image_url") or {}
+    return image_from(str(image.get("url", "")), image.get("detail"))
 
 
 def _file(part: JsonObject) -> Media:
     file = part.get("file") or {}
-    inline = split_data_uri(str(file.get("file_data", "")))
-    return Media(
-        "file",
-        media_type=inline[0] if inline else None,
-        data=inline[1] if inline else file.get("file_data"),
-        file_id=file.get("file_id"),
-        filename=file.get("filename"),
-    )
+    return file_from(file.get("file_data"), file.get("file_id"), file.get("filename"))
 
 
 def read_part(part: JsonObject) -> Part:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from app.core.formats.openai import ROLES, data_uri, split_data_uri
+from app.core.formats.openai import ROLES, data_uri, file_from, image_from
 from app.core.messages import (
     Format,
     JsonObject,
@@ -34,22 +34,12 @@ from app.core.messages import (
 
 
 def _image(part: JsonObject) -> Media:
-    url = part.get("image_url")
-    inline = split_data_uri(url) if isinstance(url, str) else None
-    if inline is not None:
-        return Media("image", media_type=inline[0], data=inline[1], detail=part.get("detail"))
-    return Media("image", url=url, file_id=part.get("file_id"), detail=part.get("detail"))
+    return image_from(part.get("image_url"), part.get("detail"), part.get("file_id"))
 
 
 def _file(part: JsonObject) -> Media:
-    inline = split_data_uri(str(part.get("file_data", "")))
-    return Media(
-        "file",
-        media_type=inline[0] if inline else None,
-        data=inline[1] if inline else part.get("file_data"),
-        url=part.get("file_url"),
-        file_id=part.get("file_id"),
-        filename=part.get("filename"),
+    return file_from(
+        part.get("file_data"), part.get("file_id"), part.get("filename"), part.get("file_url")
     )
 
 

@@ -1,0 +1,247 @@
+"""The OpenAI- and Anthropic-compatible endpoints (docs/PROXY.md): an unmodified SDK points
+its base URL here and context management happens on the way to the model.
+
+Ebbtide's own errors (no session, a bad message, an unknown model) answer in Ebbtide's error
+body before anything is forwarded; the upstream's answers, errors included, come back with
+its status, headers and body.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Header, Request
+from fastapi.responses import Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.api.deps import proxy_tenant, service_context
+from app.api.errors import ERROR_RESPONSES
+from app.api.message_schemas import AnthropicMessage, OpenAIMessage, SystemTextBlock
+from app.api.routes import check_limits
+from app.api.schemas import (
+    SESSION_ID_PATTERN,
+    anthropic_system,
+    read_messages,
+    system_from_leading,
+)
+from app.core.errors import MissingSession
+from app.core.formats import SystemPrompt
+from app.core.messages import Format, JsonObject, Message
+from app.core.proxy import FORWARDED_HEADERS, ProxyRoute, UpstreamReply, relayed_headers
+from app.core.results import RecallMode
+from app.services.context import ServiceContext
+from app.services.proxy import (
+    PreparedCall,
+    ProxyCall,
+    forward,
+    open_stream,
+    prepare_call,
+    relay,
+)
+
+PROXY_PREFIX = "/v1/"
+router = APIRouter(prefix="/v1", tags=["proxy"])
+
+Context = Annotated[ServiceContext, Depends(service_context)]
+Tenant = Annotated[str, Depends(proxy_tenant)]
+SessionHeader = Annotated[
+    str | None,
+    Header(
+        alias="X-Ebbtide-Session",
+        max_length=256,
+        description="The session; without it, `user` (OpenAI) or `metadata.user_id` (Anthropic).",
+    ),
+]
+WindowHeader = Annotated[
+    int | None,
+    Header(
+        alias="X-Ebbtide-Context-Window",
+        ge=256,
+        le=100_000_000,
+        description="The model's context window; without it, the model table's.",
+    ),
+]
+RecallHeader = Annotated[
+    Literal["auto", "off", "force"], Header(alias="X-Ebbtide-Recall", description="Recall mode.")
+]
+
+
+class ChatCompletionsBody(BaseModel):
+    """The fields of a Chat Completions request the proxy reads; every other field is
+    forwarded as it came."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(min_length=1, max_length=256)
+    messages: list[OpenAIMessage] = Field(min_length=1)
+    tools: list[JsonObject] | None = None
+    stream: bool | None = None
+    user: str | None = None
+
+    def read(self) -> tuple[SystemPrompt | None, list[Message]]:
+        return system_from_leading(Format.OPENAI, None, read_messages(Format.OPENAI, self.messages))
+
+
+class AnthropicMetadata(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    user_id: str | None = None
+
+
+class MessagesBody(BaseModel):
+    """The fields of a Messages request the proxy reads; every other field is forwarded."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(min_length=1, max_length=256)
+    messages: list[AnthropicMessage] = Field(min_length=1)
+    system: str | list[SystemTextBlock] | None = None
+    tools: list[JsonObject] | None = None
+    stream: bool | None = None
+    metadata: AnthropicMetadata | None = None
+
+    def read(self) -> tuple[SystemPrompt | None, list[Message]]:
+        return anthropic_system(self.system), read_messages(Format.ANTHROPIC, self.messages)
+
+
+def _session(header: str | None, fallback: str | None, fallback_name: str) -> str:
+    session = header if header is not None else fallback
+    if session is None:
+        raise MissingSession(
+            f"name the session in the X-Ebbtide-Session header (or in `{fallback_name}`)",
+            field="X-Ebbtide-Session",
+        )
+    if not re.fullmatch(SESSION_ID_PATTERN, session):
+        source = "X-Ebbtide-Session" if header is not None else fallback_name
+        raise MissingSession(
+            f"{source} is not a session id (letters, digits, '.', '_', ':', '-'; "
+            "at most 128 characters)",
+            field=source,
+        )
+    return session
+
+
+def forwarded(body: BaseModel) -> JsonObject:
+    """The client's body as it came, but for its messages (replaced by the prompt)."""
+    return body.model_dump(mode="json", exclude_unset=True, exclude={"messages"})
+
+
+def _credentials(request: Request) -> tuple[tuple[str, str], ...]:
+    return tuple(
+        (name, request.headers[name]) for name in FORWARDED_HEADERS if name in request.headers
+    )
+
+
+def _ebbtide_headers(prepared: PreparedCall) -> dict[str, str]:
+    """What the turn did, for a developer looking at the response."""
+    turn = prepared.turn
+    headers = {
+        "X-Ebbtide-Turn": str(turn.turn),
+        "X-Ebbtide-Prompt-Tokens": str(turn.usage.prompt_tokens),
+        "X-Ebbtide-Offloaded-Chunks": str(len(turn.offload.chunk_ids)),
+    }
+    if turn.history is not None:
+        headers["X-Ebbtide-History-Added"] = str(turn.history.added)
+    return headers
+
+
+def _as_response(reply: UpstreamReply, extra: dict[str, str]) -> Response:
+    return Response(
+        reply.body, status_code=reply.status, headers={**relayed_headers(reply.headers), **extra}
+    )
+
+
+async def _answer(ctx: ServiceContext, prepared: PreparedCall) -> Response:
+    extra = _ebbtide_headers(prepared)
+    if not prepared.request.stream:
+        return _as_response(await forward(ctx, prepared), extra)
+    stream = await open_stream(ctx, prepared)
+    if not 200 <= stream.status < 300:
+        try:
+            body = await stream.read()
+        finally:
+            await stream.aclose()
+        return _as_response(UpstreamReply(stream.status, stream.headers, body), extra)
+    return StreamingResponse(
+        relay(ctx, prepared, stream),
+        status_code=stream.status,
+        headers={**relayed_headers(stream.headers), **extra},
+    )
+
+
+@dataclass(frozen=True)
+class CallHeaders:
+    """What a call says of itself besides its body: route, tenant, session, window, recall."""
+
+    route: ProxyRoute
+    tenant: str
+    session_id: str
+    context_window: int | None
+    recall: RecallMode
+
+
+async def _proxied(
+    ctx: ServiceContext,
+    request: Request,
+    body: ChatCompletionsBody | MessagesBody,
+    call: CallHeaders,
+) -> Response:
+    system, history = body.read()
+    check_limits(history, ctx, whole=True)
+    proxy_call = ProxyCall(
+        route=call.route,
+        tenant_id=call.tenant,
+        session_id=call.session_id,
+        model=body.model,
+        system=system,
+        history=tuple(history),
+        body=forwarded(body),
+        credentials=_credentials(request),
+        tools=body.tools,
+        context_window=call.context_window,
+        recall=call.recall,
+    )
+    return await _answer(ctx, await prepare_call(ctx, proxy_call))
+
+
+@router.post(
+    "/chat/completions",
+    responses={**ERROR_RESPONSES, 502: {"description": "Upstream unreachable"}, 504: {}},
+)
+async def chat_completions(
+    body: ChatCompletionsBody,
+    request: Request,
+    ctx: Context,
+    tenant: Tenant,
+    session: SessionHeader = None,
+    context_window: WindowHeader = None,
+    recall: RecallHeader = "auto",
+) -> Response:
+    """OpenAI Chat Completions, streamed or not: the whole history in, the session's prompt
+    forwarded to `EBBTIDE_PROXY__OPENAI_BASE_URL`, the upstream's answer back."""
+    session_id = _session(session, body.user, "user")
+    call = CallHeaders(ProxyRoute.CHAT_COMPLETIONS, tenant, session_id, context_window, recall)
+    return await _proxied(ctx, request, body, call)
+
+
+@router.post(
+    "/messages",
+    responses={**ERROR_RESPONSES, 502: {"description": "Upstream unreachable"}, 504: {}},
+)
+async def messages(
+    body: MessagesBody,
+    request: Request,
+    ctx: Context,
+    tenant: Tenant,
+    session: SessionHeader = None,
+    context_window: WindowHeader = None,
+    recall: RecallHeader = "auto",
+) -> Response:
+    """Anthropic Messages, streamed or not: the whole history in, the session's prompt
+    forwarded to `EBBTIDE_PROXY__ANTHROPIC_BASE_URL`, the upstream's answer back."""
+    user_id = body.metadata.user_id if body.metadata else None
+    session_id = _session(session, user_id, "metadata.user_id")
+    call = CallHeaders(ProxyRoute.MESSAGES, tenant, session_id, context_window, recall)
+    return await _proxied(ctx, request, body, call)

@@ -1,0 +1,300 @@
+"""What the proxy does to a request and takes from a reply, streamed or not
+(app/core/proxy.py, app/core/sse.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from app.core.messages import Format
+from app.core.proxy import (
+    ProviderUsage,
+    ProxyRoute,
+    UpstreamReply,
+    anthropic_reply,
+    anthropic_usage,
+    openai_reply,
+    openai_usage,
+    relayed_headers,
+    upstream_body,
+)
+from app.core.sse import (
+    AnthropicStream,
+    OpenAIStream,
+    SseReader,
+    is_error_event,
+    stream_cut_event,
+)
+
+
+def events(*items: tuple[str | None, Any]) -> bytes:
+    out = b""
+    for name, data in items:
+        head = f"event: {name}\n" if name else ""
+        body = data if isinstance(data, str) else json.dumps(data)
+        out += f"{head}data: {body}\n\n".encode()
+    return out
+
+
+def read_all(raw: bytes, step: int) -> list[Any]:
+    """The events of `raw` fed in pieces of `step` bytes."""
+    reader = SseReader()
+    found = []
+    for i in range(0, len(raw), step):
+        found.extend(reader.feed(raw[i : i + step]))
+    return found
+
+
+def test_base_urls_are_read_as_each_sdk_writes_them() -> None:
+    assert (
+        ProxyRoute.CHAT_COMPLETIONS.upstream_url("http://h/v1/") == "http://h/v1/chat/completions"
+    )
+    assert ProxyRoute.MESSAGES.upstream_url("http://h") == "http://h/v1/messages"
+    assert ProxyRoute.MESSAGES.message_format is Format.ANTHROPIC
+
+
+def test_usage_is_the_whole_prompt_and_its_cached_share() -> None:
+    assert openai_usage(
+        {"prompt_tokens": 100, "prompt_tokens_details": {"cached_tokens": 60}}
+    ) == ProviderUsage(100, 60)
+    assert openai_usage({"prompt_tokens": 100}) == ProviderUsage(100, None)
+    assert openai_usage(None) == ProviderUsage()
+    # Anthropic counts cache reads and writes apart from input_tokens
+    usage = {"input_tokens": 10, "cache_read_input_tokens": 80, "cache_creation_input_tokens": 5}
+    assert anthropic_usage(usage) == ProviderUsage(95, 80)
+    assert anthropic_usage({"output_tokens": 3}) == ProviderUsage()
+    assert anthropic_usage({"input_tokens": True}) == ProviderUsage()
+
+
+def test_a_reply_is_the_first_choice_without_its_null_fields() -> None:
+    body = {
+        "choices": [
+            {"message": {"role": "assistant", "content": "hi", "refusal": None, "annotations": []}}
+        ],
+        "usage": {"prompt_tokens": 5},
+    }
+    assert openai_reply(body) == ({"role": "assistant", "content": "hi"}, ProviderUsage(5))
+    assert openai_reply({"choices": []})[0] is None
+    assert openai_reply({"choices": [{"message": "no"}]})[0] is None
+    assert openai_reply("not an object") == (None, ProviderUsage())
+    message = {"content": [{"type": "text", "text": "hi", "citations": None}], "usage": {}}
+    assert anthropic_reply(message)[0] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "hi"}],
+    }
+    assert anthropic_reply({"content": "x"})[0] is None
+    assert anthropic_reply([]) == (None, ProviderUsage())
+
+
+def test_the_upstream_gets_the_prompt_in_place_of_the_clients_messages() -> None:
+    client = {"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 0}
+    prompt = [{"role": "user", "content": "assembled"}]
+    body, hides = upstream_body(ProxyRoute.CHAT_COMPLETIONS, client, prompt, None)
+    assert body == {"model": "m", "messages": prompt, "temperature": 0} and not hides
+    assert client["messages"] == [{"role": "user", "content": "x"}]  # the client's is untouched
+    streamed, hides = upstream_body(
+        ProxyRoute.CHAT_COMPLETIONS, {**client, "stream": True}, prompt, None
+    )
+    assert streamed["stream_options"] == {"include_usage": True} and hides
+    asked = {**client, "stream": True, "stream_options": {"include_usage": False}}
+    body, hides = upstream_body(ProxyRoute.CHAT_COMPLETIONS, asked, prompt, None)
+    assert body["stream_options"] == {"include_usage": False} and not hides
+
+
+def test_a_messages_call_gets_the_prompts_system_blocks() -> None:
+    client = {"model": "m", "system": "old", "messages": [], "max_tokens": 9}
+    system = [{"type": "text", "text": "C0"}]
+    body, _ = upstream_body(ProxyRoute.MESSAGES, client, [], system)
+    assert body["system"] == system and body["max_tokens"] == 9
+    body, _ = upstream_body(ProxyRoute.MESSAGES, client, [], None)
+    assert "system" not in body
+
+
+def test_hop_by_hop_and_reframed_headers_stay_behind() -> None:
+    reply = UpstreamReply(
+        429,
+        (("content-type", "application/json"), ("content-length", "9"), ("retry-after", "3")),
+        b"{}",
+    )
+    assert relayed_headers(reply.headers) == {
+        "content-type": "application/json",
+        "retry-after": "3",
+    }
+    assert not reply.ok
+
+
+def test_events_are_read_whole_however_the_bytes_are_split() -> None:
+    raw = events((None, {"a": 1}), ("ping", {"type": "ping"})) + b"data: [DONE]\r\n\r\n"
+    for step in (1, 7, len(raw)):
+        found = read_all(raw, step)
+        assert [e.name for e in found] == [None, "ping", None]
+        assert b"".join(e.raw for e in found) == raw
+        assert found[0].parsed == {"a": 1} and found[2].parsed is None
+    reader = SseReader()
+    assert reader.feed(b'data: {"x": 1}\ndata: 2') == []
+    rest = reader.rest()
+    assert rest is not None and rest.data == '{"x": 1}\n2'
+    assert reader.rest() is None
+
+
+def openai_chunk(
+    delta: dict[str, Any], finish: str | None = None, index: int = 0
+) -> dict[str, Any]:
+    return {"choices": [{"index": index, "delta": delta, "finish_reason": finish}]}
+
+
+def test_a_chat_completions_stream_adds_up_to_the_unstreamed_message() -> None:
+    raw = events(
+        (None, openai_chunk({"role": "assistant", "content": ""})),
+        (None, openai_chunk({"content": "Hel"})),
+        (None, openai_chunk({"content": "lo"}, index=1)),  # another choice: not recorded
+        (None, openai_chunk({"content": "lo", "reasoning_content": "think"})),
+        (
+            None,
+            openai_chunk(
+                {
+                    "tool_calls": [
+                        {"index": 0, "id": "c1", "function": {"name": "f", "arguments": '{"a"'}}
+                    ]
+                }
+            ),
+        ),
+        (None, openai_chunk({"tool_calls": [{"index": 0, "function": {"arguments": ": 1}"}}]})),
+        (None, openai_chunk({"tool_calls": ["junk"]})),
+        (None, {"choices": [{"index": 0, "delta": "junk"}]}),
+        (None, openai_chunk({}, "tool_calls")),
+        (None, {"choices": [], "usage": {"prompt_tokens": 12}}),
+        (None, "[DONE]"),
+    )
+    stream = OpenAIStream()
+    found = read_all(raw, 5)
+    for event in found:
+        stream.feed(event)
+    assert stream.complete and stream.usage == ProviderUsage(12)
+    assert OpenAIStream.usage_only(found[-2]) and not OpenAIStream.usage_only(found[0])
+    assert stream.message() == {
+        "role": "assistant",
+        "content": "Hello",
+        "reasoning_content": "think",
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
+        ],
+    }
+
+
+def test_an_empty_or_refused_stream_still_makes_a_message() -> None:
+    stream = OpenAIStream()
+    for event in read_all(
+        events((None, openai_chunk({"refusal": "No."}, "stop")), (None, "[1]")), 64
+    ):
+        stream.feed(event)
+    assert stream.complete and not stream.done
+    assert stream.message() == {"role": "assistant", "content": "", "refusal": "No."}
+
+
+def anthropic_events(*items: dict[str, Any]) -> list[Any]:
+    return read_all(events(*((item["type"], item) for item in items)), 9)
+
+
+def test_a_messages_stream_adds_up_text_thinking_and_tool_input() -> None:
+    found = anthropic_events(
+        {
+            "type": "message_start",
+            "message": {"usage": {"input_tokens": 20, "cache_read_input_tokens": 30}},
+        },
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "thinking", "thinking": ""},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "thinking_delta", "thinking": "hm"},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "signature_delta", "signature": "sig"},
+        },
+        {
+            "type": "content_block_start",
+            "index": 1,
+            "content_block": {"type": "text", "text": "", "citations": None},
+        },
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Hi"}},
+        {
+            "type": "content_block_delta",
+            "index": 1,
+            "delta": {"type": "citations_delta", "citation": {"cited_text": "x"}},
+        },
+        {
+            "type": "content_block_start",
+            "index": 2,
+            "content_block": {"type": "tool_use", "id": "t1", "name": "f", "input": {}},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 2,
+            "delta": {"type": "input_json_delta", "partial_json": '{"q":'},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 2,
+            "delta": {"type": "input_json_delta", "partial_json": ' "x"}'},
+        },
+        {
+            "type": "content_block_start",
+            "index": 3,
+            "content_block": {"type": "tool_use", "id": "t2", "name": "g", "input": {}},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 3,
+            "delta": {"type": "input_json_delta", "partial_json": ""},
+        },
+        {
+            "type": "content_block_start",
+            "index": 4,
+            "content_block": {"type": "tool_use", "id": "t3", "name": "h", "input": {}},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 4,
+            "delta": {"type": "input_json_delta", "partial_json": "{broken"},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 5,
+            "delta": {"type": "text_delta", "text": "late"},
+        },
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use"},
+            "usage": {"output_tokens": 4},
+        },
+        {"type": "message_stop"},
+    )
+    stream = AnthropicStream()
+    for event in [*found, *read_all(b"data: [DONE]\n\n", 4)]:
+        stream.feed(event)
+    assert stream.complete and stream.usage == ProviderUsage(50, 30)
+    assert stream.message()["content"] == [
+        {"type": "thinking", "thinking": "hm", "signature": "sig"},
+        {"type": "text", "text": "Hi", "citations": [{"cited_text": "x"}]},
+        {"type": "tool_use", "id": "t1", "name": "f", "input": {"q": "x"}},
+        {"type": "tool_use", "id": "t2", "name": "g", "input": {}},
+        {"type": "tool_use", "id": "t3", "name": "h", "input": {"arguments": "{broken"}},
+        {"type": "text", "text": "late"},
+    ]
+
+
+def test_a_cut_stream_ends_with_an_error_each_sdk_raises_on() -> None:
+    (openai_event,) = read_all(stream_cut_event(Format.OPENAI), 100)
+    assert openai_event.parsed["error"]["code"] == "stream_cut" and is_error_event(openai_event)
+    (anthropic_event,) = read_all(stream_cut_event(Format.ANTHROPIC), 100)
+    assert anthropic_event.name == "error" and anthropic_event.parsed["type"] == "error"
+    assert is_error_event(anthropic_event)
+    (overloaded,) = read_all(events((None, {"type": "error", "error": {}})), 100)
+    assert is_error_event(overloaded)
+    assert not is_error_event(read_all(events((None, openai_chunk({}))), 100)[0])
