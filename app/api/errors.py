@@ -45,6 +45,7 @@ STATUS_BY_ERROR: dict[type[errors.DomainError], int] = {
     errors.UnstorableValue: 422,
     errors.DatabaseUnavailable: 503,
     errors.MissingSession: 422,
+    errors.InvalidSessionId: 422,
     errors.UpstreamUnavailable: 502,
     errors.UpstreamTimeout: 504,
     # The server cannot read what it stored: its configuration, not the request, is wrong.

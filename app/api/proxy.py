@@ -26,7 +26,7 @@ from app.api.schemas import (
     read_messages,
     system_from_leading,
 )
-from app.core.errors import MissingSession
+from app.core.errors import InvalidSessionId, MissingSession
 from app.core.formats import SystemPrompt
 from app.core.messages import Format, JsonObject, Message
 from app.core.proxy import FORWARDED_HEADERS, ProxyRoute, UpstreamReply, relayed_headers
@@ -115,7 +115,7 @@ def _session(header: str | None, fallback: str | None, fallback_name: str) -> st
         )
     if not re.fullmatch(SESSION_ID_PATTERN, session):
         source = "X-Ebbtide-Session" if header is not None else fallback_name
-        raise MissingSession(
+        raise InvalidSessionId(
             f"{source} is not a session id (letters, digits, '.', '_', ':', '-'; "
             "at most 128 characters)",
             field=source,

@@ -190,3 +190,9 @@ class MissingSession(DomainError):
     """A proxy call named no session: no `X-Ebbtide-Session` header and no fallback field."""
 
     code = "missing_session"
+
+
+class InvalidSessionId(DomainError):
+    """A proxy call named its session with something that is no session id."""
+
+    code = "invalid_session_id"

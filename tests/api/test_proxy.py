@@ -205,5 +205,6 @@ async def test_a_body_that_is_not_json_or_a_bad_session_id_is_refused(proxy: Pro
         headers={"X-Ebbtide-Session": "no spaces allowed"},
     )
     assert bad_id.status_code == 422
+    assert bad_id.json()["error"]["code"] == "invalid_session_id"
     assert bad_id.json()["error"]["details"]["field"] == "X-Ebbtide-Session"
     assert proxy.upstream.seen == []
