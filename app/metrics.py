@@ -154,3 +154,9 @@ def observe_provider_usage(prompt_tokens: int | None, cached_tokens: int | None)
     if prompt_tokens is not None and cached_tokens is not None:
         PROVIDER_PROMPT_TOKENS.inc(prompt_tokens)
         PROVIDER_CACHED_TOKENS.inc(min(cached_tokens, prompt_tokens))
+
+
+def count_proxy_call(route: str, outcome: str) -> None:
+    """One proxy call's outcome (recorded, upstream_error, unavailable, timeout, cut,
+    unrecorded)."""
+    PROXY_CALLS.labels(route=route, outcome=outcome).inc()

@@ -76,6 +76,13 @@ class Calibration:
     lower: float
     upper: float
 
+    def follow(self, ratio: float, observed: int, estimated: int) -> float:
+        """The ratio after the provider reported `observed` for a prompt estimated at
+        `estimated` (core/tokens.py: update_calibration)."""
+        return update_calibration(
+            ratio, observed, estimated, alpha=self.alpha, lower=self.lower, upper=self.upper
+        )
+
 
 @dataclass(frozen=True)
 class PlanPolicy:
@@ -360,13 +367,8 @@ def stage_messages(
 def _calibration(inp: TurnInput, snap: Snapshot, rules: Calibration) -> float:
     if inp.observed_prompt_tokens is None or snap.last_prompt_estimate is None:
         return snap.calibration_ratio
-    return update_calibration(
-        snap.calibration_ratio,
-        inp.observed_prompt_tokens,
-        snap.last_prompt_estimate,
-        alpha=rules.alpha,
-        lower=rules.lower,
-        upper=rules.upper,
+    return rules.follow(
+        snap.calibration_ratio, inp.observed_prompt_tokens, snap.last_prompt_estimate
     )
 
 

@@ -42,7 +42,7 @@ from app.core.sse import (
     is_error_event,
     stream_cut_event,
 )
-from app.core.tokens import count_message, update_calibration
+from app.core.tokens import count_message
 from app.core.transcript import message_digest
 from app.core.types import WindowMessage, session_key
 from app.services.context import ServiceContext
@@ -144,14 +144,14 @@ async def forward(ctx: ServiceContext, prepared: PreparedCall) -> UpstreamReply:
     try:
         reply = await _upstream(ctx).send(prepared.request)
     except UpstreamUnavailable as error:
-        metrics.PROXY_CALLS.labels(route=route, outcome=error.code.removeprefix("upstream_")).inc()
+        metrics.count_proxy_call(route, error.code.removeprefix("upstream_"))
         raise
     metrics.PROXY_UPSTREAM_SECONDS.labels(route=route).observe(time.perf_counter() - started)
     outcome = "upstream_error"
     if reply.ok:
         posted, usage = _reply_of(route, reply.body)
         outcome = await record_reply(ctx, prepared, posted, usage)
-    metrics.PROXY_CALLS.labels(route=route, outcome=outcome).inc()
+    metrics.count_proxy_call(route, outcome)
     return reply
 
 
@@ -162,11 +162,11 @@ async def open_stream(ctx: ServiceContext, prepared: PreparedCall) -> UpstreamSt
     try:
         stream = await _upstream(ctx).open_stream(prepared.request)
     except UpstreamUnavailable as error:
-        metrics.PROXY_CALLS.labels(route=route, outcome=error.code.removeprefix("upstream_")).inc()
+        metrics.count_proxy_call(route, error.code.removeprefix("upstream_"))
         raise
     metrics.PROXY_UPSTREAM_SECONDS.labels(route=route).observe(time.perf_counter() - started)
     if not 200 <= stream.status < 300:
-        metrics.PROXY_CALLS.labels(route=route, outcome="upstream_error").inc()
+        metrics.count_proxy_call(route, "upstream_error")
     return stream
 
 
@@ -203,7 +203,7 @@ async def relay(
     finally:
         await stream.aclose()
     if not ended:
-        metrics.PROXY_CALLS.labels(route=route, outcome="cut").inc()
+        metrics.count_proxy_call(route, "cut")
         log.warning("proxy stream cut", extra={"route": route.value})
         if not errored:
             yield stream_cut_event(route.message_format)
@@ -227,7 +227,7 @@ async def _record_streamed(
     ctx: ServiceContext, prepared: PreparedCall, reply: OpenAIStream | AnthropicStream
 ) -> None:
     outcome = await record_reply(ctx, prepared, reply.message(), reply.usage)
-    metrics.PROXY_CALLS.labels(route=prepared.call.route, outcome=outcome).inc()
+    metrics.count_proxy_call(prepared.call.route, outcome)
 
 
 def _ends_stream(route: ProxyRoute, event: SseEvent) -> bool:
@@ -276,14 +276,8 @@ async def _store_reply(
         await session_store.insert_messages(db, call.key, [item])
         row.next_seq += 1
         if usage.prompt_tokens is not None and row.last_prompt_estimate:
-            rules = plan_policy(ctx.settings).calibration
-            row.calibration_ratio = update_calibration(
-                row.calibration_ratio,
-                usage.prompt_tokens,
-                row.last_prompt_estimate,
-                alpha=rules.alpha,
-                lower=rules.lower,
-                upper=rules.upper,
+            row.calibration_ratio = plan_policy(ctx.settings).calibration.follow(
+                row.calibration_ratio, usage.prompt_tokens, row.last_prompt_estimate
             )
         session_store.bump_version(row)
         await event_store.record_event(
