@@ -1,5 +1,5 @@
-"""The `ebbtide` command: serve, migrate, mcp, keys, reembed, eval, bench, encryption, purge,
-openapi."""
+"""The `ebbtide` command: serve, migrate, mcp, keys, reembed, worker, eval, bench, encryption,
+purge, openapi."""
 
 from __future__ import annotations
 
@@ -196,7 +196,7 @@ def mcp_stdio(settings: Settings) -> None:
     asyncio.run(go())
 
 
-def reembed(settings: Settings, key: str | None) -> None:
+def reembed(settings: Settings, key: str | None, now: bool) -> None:
     import asyncio
 
     from app.main import build_context
@@ -207,12 +207,47 @@ def reembed(settings: Settings, key: str | None) -> None:
     async def go() -> None:
         ctx = build_context(settings, url)
         try:
-            report = await run_reembed(ctx, key)
+            report = await run_reembed(ctx, key, now=now)
         finally:
             await ctx.aclose()
-        print(f"ebbtide: re-embedded {report.embedded} chunks with {ctx.embedder.model_name}")
+        model = ctx.embedder.model_name
+        print(f"ebbtide: {report.queued} chunks in the embedding queue for {model}")
+        if now:
+            print(f"ebbtide: embedded {report.embedded} chunks")
+        else:
+            print("ebbtide: the worker of `ebbtide serve` or `ebbtide worker` embeds them")
         if report.stopped_by:
             raise SystemExit(f"ebbtide: stopped early, {report.stopped_by}")
+
+    asyncio.run(go())
+
+
+def worker(settings: Settings, metrics_port: int | None) -> None:
+    """Runs an embedding worker until SIGINT or SIGTERM (it finishes its batch first)."""
+    import asyncio
+    import signal
+
+    from app.main import build_context
+    from app.services.embedding_queue import run_worker
+
+    url = _migrate(settings)
+    if metrics_port is not None:
+        from prometheus_client import start_http_server
+
+        start_http_server(metrics_port, addr=settings.host)
+
+    async def go() -> None:
+        ctx = build_context(settings, url)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        print(f"ebbtide: embedding worker running with {ctx.embedder.model_name}", flush=True)
+        try:
+            await run_worker(ctx, stop)
+        finally:
+            await ctx.aclose()
+        print("ebbtide: embedding worker stopped", flush=True)
 
     asyncio.run(go())
 
@@ -261,6 +296,15 @@ def main(argv: list[str] | None = None) -> None:
     )
     again.add_argument("--session", default=None, help="only this session (default: all)")
     again.add_argument("--tenant", default="local", help="the session's tenant (default: local)")
+    again.add_argument(
+        "--now", action="store_true", help="embed them in this process instead of queueing"
+    )
+    working = commands.add_parser(
+        "worker", help="embed what offloads queued (any number may run beside `serve`)"
+    )
+    working.add_argument(
+        "--metrics-port", type=int, default=None, help="serve /metrics on HOST:PORT"
+    )
     key_commands = commands.add_parser("keys", help="create or revoke API keys")
     key_actions = key_commands.add_subparsers(dest="action", required=True)
     create = key_actions.add_parser("create", help="print a new key (shown once)")
@@ -308,7 +352,11 @@ def main(argv: list[str] | None = None) -> None:
     elif args.command == "reembed":
         from app.core.types import session_key
 
-        reembed(settings, session_key(args.tenant, args.session) if args.session else None)
+        reembed(
+            settings, session_key(args.tenant, args.session) if args.session else None, args.now
+        )
+    elif args.command == "worker":
+        worker(settings, args.metrics_port)
     elif args.command == "keys":
         keys(settings, args)
     elif args.command == "eval":

@@ -16,13 +16,19 @@ from app.api.proxy import router as proxy_router
 from app.api.routes import router
 from app.bench.floor import router as floor_router
 from app.core.ports import ChatModel, Embedder, QueryRewriter, Reranker
-from app.providers.embedders import HashEmbedder, LocalEmbedder, OpenAIEmbedder
+from app.providers.embedders import (
+    BackgroundLocalEmbedder,
+    HashEmbedder,
+    LocalEmbedder,
+    OpenAIEmbedder,
+)
 from app.providers.llm import OpenAIChatModel
 from app.providers.llm_recall import LlmQueryRewriter, LlmReranker
 from app.providers.reranker import HttpReranker
 from app.providers.tokenizer import counter_for_model, default_counter
 from app.providers.upstream import HttpUpstream
 from app.services.context import ServiceContext
+from app.services.embedding_queue import run_worker
 from app.services.maintenance import purge_periodically
 from app.settings import Settings, get_settings
 from app.store.database import Database
@@ -98,10 +104,23 @@ def configure_encryption(settings: Settings) -> None:
     use_sealer(sealer_for(settings.encryption.key_list()))
 
 
-def build_context(settings: Settings, database_url: str) -> ServiceContext:
+def build_worker_embedder(settings: Settings) -> Embedder | None:
+    """The in-process worker's own embedder: the local model in a niced process (None: the
+    worker uses the turns' embedder)."""
+    config = settings.embedder
+    if config.kind != "local" or not config.worker or config.worker_nice == 0:
+        return None
+    return BackgroundLocalEmbedder(config.worker_nice, config.worker_threads)
+
+
+def build_context(
+    settings: Settings, database_url: str, *, serving: bool = False
+) -> ServiceContext:
+    """`serving`: for `ebbtide serve`, whose embedding worker may embed apart."""
     configure_encryption(settings)
     chat_model = build_chat_model(settings)
     return ServiceContext(
+        worker_embedder=build_worker_embedder(settings) if serving else None,
         database=Database.connect(database_url, pool_size=settings.db.pool_size),
         counter=default_counter(),
         counters=counter_for_model,
@@ -136,12 +155,15 @@ def create_app(
             url = database_url or settings.database_url
             if url is None:
                 raise RuntimeError("no database URL: start the app with `ebbtide serve`")
-            app.state.context = build_context(settings, url)
+            app.state.context = build_context(settings, url, serving=True)
         else:
             app.state.context = context
         timers = []
         if owned and settings.retention.days is not None:
             timers.append(asyncio.create_task(purge_periodically(app.state.context)))
+        stop_worker = asyncio.Event()
+        if owned and settings.embedder.worker:
+            timers.append(asyncio.create_task(run_worker(app.state.context, stop_worker)))
         if owned and settings.database_url is None and database_url is not None:
             # `ebbtide serve` started the embedded Postgres for this URL: keep it up
             supervisor = supervise_embedded(settings.data_dir, settings.db.embedded_check_s)
@@ -150,6 +172,7 @@ def create_app(
             async with mcp.session_manager.run():
                 yield
         finally:
+            stop_worker.set()
             for timer in timers:
                 timer.cancel()
                 with suppress(asyncio.CancelledError):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 from app.core.results import TurnRecallSummary, TurnResult
 
@@ -88,6 +88,39 @@ EMBEDDER_REFUSED = Counter(
     "ebbtide_embedder_refused_total",
     "Embedder calls refused at admission: busy (no room) or unavailable (breaker open).",
     ["reason"],
+)
+EMBEDDING_QUEUE_CHUNKS = Gauge(
+    "ebbtide_embedding_queue_chunks", "Chunks waiting for vectors (the embedding queue's depth)."
+)
+EMBEDDING_QUEUE_AGE = Gauge(
+    "ebbtide_embedding_queue_oldest_seconds", "Age of the oldest chunk waiting for vectors."
+)
+EMBEDDING_LAG = Histogram(
+    "ebbtide_embedding_lag_seconds",
+    "From a chunk's write to its vectors' write.",
+    buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600),
+)
+EMBEDDED_UNITS = Counter("ebbtide_embedded_units_total", "Units the embedding worker embedded.")
+EMBEDDED_WORDS = Counter("ebbtide_embedded_words_total", "Words the embedding worker embedded.")
+EMBEDDING_BATCH_SECONDS = Histogram(
+    "ebbtide_embedding_batch_seconds", "The embedder's time on one batch of the queue."
+)
+EMBEDDING_BATCHES = Counter(
+    "ebbtide_embedding_batches_total", "Queue batches, by outcome.", ["outcome"]
+)
+RECALL_PENDING = Counter(
+    "ebbtide_recall_pending_chunks_total",
+    "Chunks a search found waiting for vectors, so searched by their words only.",
+)
+QUERY_CACHE = Counter(
+    "ebbtide_query_vector_cache_total", "Query vectors asked of the cache, by outcome.", ["outcome"]
+)
+TURN_STATEMENTS = Histogram(
+    "ebbtide_turn_db_statements",
+    "Round trips one turn made to the database (statements, each transaction's BEGIN and "
+    "COMMIT), by kind of turn: quiet, recall, offload, replay.",
+    ["kind"],
+    buckets=(2, 4, 6, 8, 10, 12, 16, 20, 30, 50, 100),
 )
 REMEMBERED = Counter("ebbtide_remembered_total", "Points stored through remember.")
 FORGOTTEN_CHUNKS = Counter("ebbtide_forgotten_chunks_total", "Chunks deleted by confirmed forgets.")

@@ -103,6 +103,38 @@ class EmbedderSettings(BaseModel):
     breaker_open_s: float = Field(
         30.0, gt=0, description="How long an open breaker refuses calls before one probes."
     )
+    # The embedding queue (docs/DESIGN.md §3).
+    offload_embedding: Literal["queued", "inline"] = Field(
+        "queued",
+        description="`queued`: an offload writes its chunks without vectors and the worker "
+        "embeds them (recall finds them by words meanwhile); `inline`: the offload embeds "
+        "them before it answers, as a slow turn.",
+    )
+    worker: bool = Field(
+        True, description="`ebbtide serve` runs an embedding worker in its process."
+    )
+    worker_nice: int = Field(
+        10,
+        ge=0,
+        le=19,
+        description="The in-process worker embeds with the local model in a process of its "
+        "own at this lower priority, so turns keep the cores (0: in the server's process).",
+    )
+    worker_threads: int = Field(
+        1, ge=1, le=64, description="Cores the in-process worker's local model may use at once."
+    )
+    worker_batch_chunks: int = Field(
+        4, ge=1, le=1000, description="Chunks a worker claims and embeds in one batch."
+    )
+    claim_timeout_s: float = Field(
+        300.0, gt=0, description="A claim not completed by then (a dead worker) is free again."
+    )
+    worker_idle_s: float = Field(
+        2.0, gt=0, description="With an empty queue, a worker looks again after this long."
+    )
+    worker_retry_s: float = Field(
+        5.0, gt=0, description="After a failed batch (embedder or database down), it waits this."
+    )
 
 
 LLM_JUDGE_MIN_SCORE = 0.5  # the llm reranker's 0–10 scale, over ten: "related, no answer"
@@ -189,7 +221,22 @@ class RecallSettings(BaseModel):
     )
     max_query_chars: int = Field(2000, ge=10, description="The query is cut to this length.")
     query_embed_tokens: int = Field(
-        128, ge=8, description="The rewritten query is cut to this many tokens to be embedded."
+        24,
+        ge=8,
+        description="The rewritten query is cut to this many tokens to be embedded, keeping "
+        "its question sentences, else its end (the longest hard-set question has 23).",
+    )
+    query_cache_size: int = Field(
+        1024, ge=0, description="Query vectors kept in this process, by text (0: none)."
+    )
+    lexical_max_terms: int = Field(
+        16, ge=1, description="Query terms the lexical search uses at most (the longest kept)."
+    )
+    lexical_max_rows: int = Field(
+        2000,
+        ge=1,
+        description="Chunks holding a query term that the lexical search ranks at most, the "
+        "newest first: its cost stays bounded however many share a common word.",
     )
     hnsw_ef_search: int = Field(100, ge=1, le=1000)
     exact_max_units: int = Field(
@@ -250,6 +297,12 @@ class NotesSettings(BaseModel):
     )
     recent_resolved: int = Field(
         5, ge=0, description="Resolved pending actions read back for the done section."
+    )
+    max_active_per_kind: int = Field(
+        16,
+        ge=1,
+        description="Active facts of one kind at most: past it the oldest expires (kept, out "
+        "of the notes; its words stay in the archive). 16 constraints fill most of the cap.",
     )
 
 

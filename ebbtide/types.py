@@ -65,6 +65,7 @@ class RecallReport(_Answer):
     fallback: str | None
     held_tokens: int
     cleared_held: bool
+    pending_chunks: int = 0
 
 
 class Fact(_Answer):
@@ -116,6 +117,7 @@ class RecallAnswer(_Answer):
     message: str | None
     fallback: str | None
     timings_ms: dict[str, float]
+    pending_chunks: int = 0
 
 
 class Remembered(_Answer):

@@ -6,7 +6,9 @@ time of a turn goes beyond the database round trips. For docs/BENCHMARKS.md.
 
 `never`: sessions that never cross the watermark (10 turns each, 128k window), as in
 `ebbtide bench`; `history`: one session of short turns in a 1,024-token window (it offloads
-and recalls every turn), profiled over its last `--turns` turns after `--skip` turns.
+and recalls every turn), profiled over its last `--turns` turns after `--skip` turns;
+`steady`: the bench's steady session (110-word turns, 4,000-token window, recall forced).
+The hash embedder: what is left is Ebbtide's own work.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ async def drive(url: str, kind: str, turns: int, skip: int) -> str:
                 if kind == "history":
                     body = turn_body(rng, i, 1024, 40, "auto")
                     path = "/sessions/history/turn"
+                elif kind == "steady":
+                    body = turn_body(rng, i, 4000, 110, "force")
+                    path = "/sessions/steady/turn"
                 else:
                     body = turn_body(rng, i % 10, 128_000, 80, "auto")
                     path = (
@@ -64,7 +69,7 @@ async def drive(url: str, kind: str, turns: int, skip: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--kind", choices=["never", "floor", "history"], default="never")
+    parser.add_argument("--kind", choices=["never", "floor", "history", "steady"], default="never")
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--skip", type=int, default=20)
     parser.add_argument("--out", type=Path, default=Path("out/profile.txt"))

@@ -17,6 +17,7 @@ from app.providers.fakes import CountingEmbedder
 from app.providers.tokenizer import default_counter
 from app.services.context import ServiceContext
 from app.settings import Settings, get_settings
+from app.store import statements
 from app.store.database import Database, async_url
 from app.store.embedded import drop_database, fresh_database, start_embedded, url_of_database
 from app.store.migrate import upgrade_head
@@ -40,6 +41,7 @@ def database_url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
     engine = create_async_engine(async_url(database_url))
+    statements.install(engine.sync_engine)  # before any connection: they copy its listeners
     yield engine
     await engine.dispose()
 
@@ -60,9 +62,18 @@ def database(connection: AsyncConnection) -> Database:
 
 def make_settings(**overrides: object) -> Settings:
     """Settings for tests: the database URL is unused (the context is bound) and the recall
-    thresholds suit the hash embedder the tests use unless they say otherwise."""
+    thresholds suit the hash embedder the tests use unless they say otherwise. Offloads embed
+    inline: a context bound to one connection cannot host the background worker, so the turn
+    after an offload would search by words only. The queued default has its own tests
+    (tests/integration/test_embedding_queue.py), and live servers and the eval run it."""
     recall = {**HASH_RECALL, **overrides.pop("recall", {})}  # type: ignore[dict-item]
-    return Settings(database_url="postgresql://bound-in-tests", recall=recall, **overrides)  # type: ignore[arg-type]
+    embedder = {"offload_embedding": "inline", **overrides.pop("embedder", {})}  # type: ignore[dict-item]
+    return Settings(
+        database_url="postgresql://bound-in-tests",
+        recall=recall,
+        embedder=embedder,
+        **overrides,  # type: ignore[arg-type]
+    )
 
 
 @pytest.fixture

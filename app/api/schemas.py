@@ -307,6 +307,11 @@ class RecallReport(_View):
     cleared_held: bool = Field(
         description="The held blocks gave way this turn: the room kept for recall was full."
     )
+    pending_chunks: int = Field(
+        0,
+        description="Chunks of the session still in the embedding queue when it searched: "
+        "found by their words only until their vectors are written.",
+    )
 
 
 class RecallRequest(InputModel):
@@ -349,6 +354,11 @@ class RecallResponse(_View):
     )
     fallback: str | None
     timings_ms: dict[str, float]
+    pending_chunks: int = Field(
+        0,
+        description="Chunks of the session still in the embedding queue: found by their words "
+        "only until their vectors are written.",
+    )
 
 
 class FactView(_View):

@@ -152,7 +152,9 @@ async def _search(
                 exact_max_units=settings.exact_max_units,
             )
             middle = time.perf_counter()
-            await lexical_candidates(db, SESSION, terms, settings.candidates)
+            await lexical_candidates(
+                db, SESSION, terms, settings.candidates, settings.lexical_max_rows
+            )
             timings["vector"].append((middle - began) * 1000)
             timings["lexical"].append((time.perf_counter() - middle) * 1000)
     return timings

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
 
+from app import metrics
 from app.api.deps import service_context, tenant_with
 from app.api.routes import SessionId
 from app.api.schemas import TurnRequest
@@ -21,11 +22,21 @@ from app.core.types import WindowMessage, session_key
 from app.services.context import ServiceContext
 from app.services.sessions import locked_session
 from app.store import sessions as session_store
+from app.store import statements
 
 router = APIRouter(include_in_schema=False)
 
 
 async def store_and_echo(
+    ctx: ServiceContext, tenant_id: str, session_id: str, messages: Sequence[Message]
+) -> list[dict[str, Any]]:
+    with statements.counting() as sent:
+        echoed = await _store(ctx, tenant_id, session_id, messages)
+    metrics.TURN_STATEMENTS.labels(kind="floor").observe(sent.round_trips)
+    return echoed
+
+
+async def _store(
     ctx: ServiceContext, tenant_id: str, session_id: str, messages: Sequence[Message]
 ) -> list[dict[str, Any]]:
     now = ctx.clock()

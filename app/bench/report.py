@@ -38,7 +38,8 @@ def latency_table(latency: dict[str, Any]) -> list[str]:
         ("floor (store and echo)", latency["floor"]),
         ("never triggered", latency["never_triggered"]),
         ("steady state, recall each turn", latency["steady_with_recall"]),
-        ("turn that offloads", latency["offload_turns"]),
+        ("turn that offloads (recall off)", latency["offload_turns"]),
+        ("turn that offloads and recalls", latency["offload_turns_with_recall"]),
     ]
     columns = ["turn kind", "n", "client p50 / p95 / p99 ms", "server total p50 / p95 / p99 ms"]
     return _table(
@@ -121,6 +122,51 @@ def archive_table(archive: dict[str, Any]) -> list[str]:
     )
 
 
+def round_trips_table(latency: dict[str, Any]) -> list[str]:
+    names = {
+        "floor": "floor (store and echo)",
+        "quiet": "turn with no recall search (never triggered, or skipped)",
+        "recall": "turn that searched the archive",
+        "offload": "turn that offloaded",
+    }
+    trips = latency["round_trips_per_turn"]
+    return _table(
+        ["turn kind", "database round trips per turn (statements, BEGIN, COMMIT)"],
+        ([names[kind], value] for kind, value in trips.items()),
+    )
+
+
+def embedding_queue_table(latency: dict[str, Any], throughput: dict[str, Any]) -> list[str]:
+    lag = latency["embedding_lag"]
+    rows = [
+        [
+            "latency section (one session at a time)",
+            "–",
+            f"{lag['mean_s']} / {lag['p50_s']} / {lag['p95_s']} ({lag['chunks']} chunks)",
+            latency["drained_after_s"],
+            "–",
+        ]
+    ]
+    rows += [
+        [
+            f"throughput, {level['sessions']} sessions",
+            f"{level['queue']['peak_chunks']} (left {level['queue']['left_at_end_chunks']})",
+            "–",
+            level["queue"]["drain_s"],
+            level["queue"]["worker_words_per_s"],
+        ]
+        for level in throughput["levels"]
+    ]
+    columns = [
+        "run",
+        "queue peak, chunks",
+        "lag mean / p50 / p95 s",
+        "drained after, s",
+        "worker words/s",
+    ]
+    return _table(columns, rows)
+
+
 def throughput_table(throughput: dict[str, Any]) -> list[str]:
     columns = [
         "sessions",
@@ -178,6 +224,11 @@ def markdown(results: dict[str, Any]) -> str:
     sections = [
         ("Per-turn latency (local embedder)", latency_table(results["latency"])),
         ("Server stages", stage_table(results["latency"])),
+        ("Database round trips", round_trips_table(results["latency"])),
+        (
+            "Embedding queue",
+            embedding_queue_table(results["latency"], results["throughput"]),
+        ),
         ("Growth with history (hash embedder)", history_table(results["history"])),
         ("Growth with archive size", archive_table(results["archive"])),
         ("Throughput (local embedder)", throughput_table(results["throughput"])),

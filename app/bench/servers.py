@@ -18,6 +18,7 @@ from app.loopback import free_loopback_port, wait_until_ready
 class Server:
     base: str
     pid: int
+    database_url: str  # the server's database, for reading its embedding queue
 
 
 @contextmanager
@@ -44,7 +45,7 @@ def serving(
     base = f"http://127.0.0.1:{port}"
     try:
         wait_until_ready(base, process, log)
-        yield Server(base, process.pid)
+        yield Server(base, process.pid, database_url)
     finally:
         process.terminate()
         process.wait(timeout=60)

@@ -13,6 +13,10 @@ Policy (a summary must never weaken a constraint, docs/DESIGN.md §1):
   open pending action, preferring one it shares content with.
 - A decision that points at an option by its ordinal ("第二个方案", "the second one") carries
   that option's text, so the decision still names it after the list left the window.
+- Bounded: at most `max_active` facts of a kind are active. Past that the oldest of the kind
+  expires (kept, with its source, but out of the notes); its words stay in the transcript and
+  the archive, where recall finds them. The newest statement of a kind is the likeliest to
+  hold, and an unbounded set makes every turn read and weigh all of them.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ class FactStatus(StrEnum):
     ACTIVE = "active"
     SUPERSEDED = "superseded"
     RESOLVED = "resolved"
+    EXPIRED = "expired"  # aged out by the per-kind bound
 
 
 @dataclass(frozen=True)
@@ -64,11 +69,13 @@ class SourceMessage:
 @dataclass
 class FactChanges:
     """`new` facts to insert; `superseded` pairs (old fact id, index into `new` or None for a
-    plain cancellation); `resolved` ids of pending actions now done."""
+    plain cancellation); `resolved` ids of pending actions now done; `expired` ids of facts
+    the per-kind bound retired."""
 
     new: list[Fact] = field(default_factory=list)
     superseded: list[tuple[int, int | None]] = field(default_factory=list)
     resolved: list[int] = field(default_factory=list)
+    expired: list[int] = field(default_factory=list)
 
 
 # Not 别: it hides in 特别 and 区别.
@@ -345,11 +352,20 @@ class _Extraction:
             return
         if status is FactStatus.RESOLVED:
             self.changes.resolved.append(old.id)
+        elif status is FactStatus.EXPIRED:
+            self.changes.expired.append(old.id)
         else:
             self.changes.superseded.append((old.id, by if by is not None and by >= 0 else None))
 
     def active(self, *kinds: FactKind) -> list[Fact]:
         return [f for f in self.live if f.status is FactStatus.ACTIVE and f.kind in kinds]
+
+    def bound(self, max_active: int) -> None:
+        """Expires the oldest active facts of each kind past `max_active`."""
+        for kind in FactKind:
+            active = self.active(kind)
+            for old in active[: max(0, len(active) - max_active)]:
+                self.retire(old, FactStatus.EXPIRED)
 
     def options(self, message: SourceMessage, found: list[tuple[int, str]]) -> None:
         for old in self.active(FactKind.OPTION):
@@ -388,8 +404,11 @@ class _Extraction:
         self.add(Fact(kind, text, message.turn, message.seq, message.role))
 
 
-def extract(messages: Sequence[SourceMessage], active: Sequence[Fact]) -> FactChanges:
-    """The fact changes the new messages make, given the facts active before them."""
+def extract(
+    messages: Sequence[SourceMessage], active: Sequence[Fact], max_active: int | None = None
+) -> FactChanges:
+    """The fact changes the new messages make, given the facts active before them (oldest
+    first); `max_active`: the bound per kind (None: unbounded)."""
     run = _Extraction(active)
     for message in messages:
         found = options_in(message.text)
@@ -399,6 +418,8 @@ def extract(messages: Sequence[SourceMessage], active: Sequence[Fact]) -> FactCh
             text = "\n".join(p for p in _LIST_SPLIT.split(text) if not _OPTION_LINE.match(p))
         for sentence in sentences(text):
             run.sentence(sentence, message)
+    if max_active is not None:
+        run.bound(max_active)
     return run.changes
 
 
@@ -406,12 +427,15 @@ def apply(facts: Sequence[Fact], changes: FactChanges) -> list[Fact]:
     """The facts after `changes`: statuses updated, new facts appended (without ids yet)."""
     superseded = {old for old, _ in changes.superseded}
     resolved = set(changes.resolved)
+    expired = set(changes.expired)
 
     def status(fact: Fact) -> FactStatus:
         if fact.id in superseded:
             return FactStatus.SUPERSEDED
         if fact.id in resolved:
             return FactStatus.RESOLVED
+        if fact.id in expired:
+            return FactStatus.EXPIRED
         return fact.status
 
     updated = [Fact(**{**f.__dict__, "status": status(f)}) for f in facts]

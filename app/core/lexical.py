@@ -11,6 +11,7 @@ locale never change them. Chunks written before stems existed match the stem-fre
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 
 import snowballstemmer
@@ -63,6 +64,13 @@ def distinct_terms(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(lexical_terms(text)))
 
 
+@lru_cache(maxsize=4096)
+def term_set(text: str) -> frozenset[str]:
+    """The text's terms as a set, remembered: recall scores the same archived chunks turn
+    after turn, and tokenizing their text was the largest Python cost of a recalling turn."""
+    return frozenset(lexical_terms(text))
+
+
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？;；\n])")
 
 
@@ -70,3 +78,15 @@ def sentences(text: str) -> list[str]:
     """The text cut after each sentence end (Latin and CJK punctuation, line breaks); the
     pieces joined give the text back."""
     return [piece for piece in _SENTENCE_END.split(text) if piece]
+
+
+def likeliest_rare(terms: Sequence[str], cap: int) -> list[str]:
+    """At most `cap` of the terms, those likeliest to be rare kept: the longest first (rare
+    words run long: Zipf's law of abbreviation), ties in their order. The lexical search ranks
+    by IDF among the terms kept; a long query's many short, common words would only widen the
+    set of chunks it has to rank."""
+    if len(terms) <= cap:
+        return list(terms)
+    order = sorted(range(len(terms)), key=lambda i: (-len(terms[i]), i))
+    kept = set(order[:cap])
+    return [term for i, term in enumerate(terms) if i in kept]

@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from app.core.dates import Period
-from app.core.lexical import distinct_terms, sentences
+from app.core.lexical import sentences, term_set
 from app.core.rewrite import RewrittenQuery
 
 NO_MATCH_LINE = (
@@ -147,7 +147,7 @@ def lexical_scores(query_terms: Collection[str], texts: Sequence[str]) -> list[f
     """
     if not query_terms or not texts:
         return [0.0] * len(texts)
-    present = [set(distinct_terms(text)) for text in texts]
+    present = [term_set(text) for text in texts]
     weight = {
         term: math.log(1 + len(texts) / (1 + sum(term in terms for terms in present)))
         for term in query_terms

@@ -89,6 +89,8 @@ class TurnRecallSummary:
     # Defaults: answers stored for replays before blocks were kept.
     held_tokens: int = 0
     cleared_held: bool = False
+    # Chunks the search found with no vectors yet (in the embedding queue): words only.
+    pending_chunks: int = 0
 
     @property
     def final_k(self) -> int:
@@ -157,6 +159,7 @@ class RecallResult:
     already_in_context: tuple[str, ...]  # matching chunks the latest turn already injected
     fallback: str | None
     timings_ms: Mapping[str, float]
+    pending_chunks: int = 0  # of the session, searched by their words only (not embedded yet)
 
     @property
     def no_match(self) -> bool:

@@ -14,12 +14,12 @@ Policy:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
 from app.core.dates import Period, period_in
-from app.core.lexical import distinct_terms
+from app.core.lexical import distinct_terms, sentences
 
 REFERENCE_CUES_ZH = tuple(
     "刚才 刚刚 之前 以前 上次 上回 那个 那份 那条 那家 那次 那些 前面 上面 先前 早先 "
@@ -157,3 +157,54 @@ def rewrite(
         context_entities=context,
         period=period_in(query, asked_at) if asked_at is not None else None,
     )
+
+
+# A turn in `auto` mode whose every term is one of these (and that names nothing) asks for
+# nothing the archive could answer: recall skips it, with no embedding and no search.
+ACKNOWLEDGEMENTS = frozenset(
+    "ok okay okey yes yeah yep yup no nope sure fine great good nice cool thanks thank thx ty "
+    "sound sounds pleas please go on continu continue proceed done got it perfect alright right "
+    "agre agree 好 好的 好吧 行 可以 嗯 对 是的 谢谢 谢 继续 没问题 收到 明白 了解 知道".split()
+)
+
+
+def is_acknowledgement(query: RewrittenQuery) -> bool:
+    """Nothing but acknowledgement words ("ok, thanks", "好的，继续"), no reference, no day."""
+    if query.has_reference or query.period is not None:
+        return False
+    said = (*query.terms, *query.entities)
+    return all(term.lower() in ACKNOWLEDGEMENTS for term in said)
+
+
+_QUESTION_END = ("?", "？")
+
+
+def embedding_focus(text: str, max_tokens: int, count: Callable[[str], int]) -> str:
+    """The part of a query that is embedded, within `max_tokens` (the embedder's cost grows
+    with its input: about a millisecond of CPU per word on two cores): all of it when it
+    fits; else its question sentences, else its last sentences, the newest kept first and
+    each whole; a last sentence longer than the cap gives its final tokens."""
+    if count(text) <= max_tokens:
+        return text
+    pieces = sentences(text)
+    questions = [p for p in pieces if p.strip().endswith(_QUESTION_END)]
+    kept: list[str] = []
+    for piece in reversed(questions or pieces):
+        if count("".join([piece, *kept])) > max_tokens:
+            break
+        kept.insert(0, piece)
+    if kept:
+        return "".join(kept).strip()
+    return _tail_within(pieces[-1] if not questions else questions[-1], max_tokens, count)
+
+
+def _tail_within(text: str, max_tokens: int, count: Callable[[str], int]) -> str:
+    """The longest suffix (cut by characters) of `text` within `max_tokens`."""
+    low, high = 0, len(text)  # text[high:] fits, text[low:] may not
+    while high - low > 1:
+        middle = (low + high) // 2
+        if count(text[middle:]) <= max_tokens:
+            high = middle
+        else:
+            low = middle
+    return text[high:].strip()

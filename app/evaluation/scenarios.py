@@ -17,6 +17,7 @@ from app.core.messages import Message
 from app.core.plan import TurnInput
 from app.core.results import TurnResult
 from app.services.context import ServiceContext
+from app.services.embedding_queue import drain
 from app.services.turns import run_turn
 from app.store.models import DEFAULT_TENANT
 
@@ -165,13 +166,19 @@ def needle_scenario(*, turns: int, seed: int = 7, sentences_per_message: int = 5
 async def post(
     ctx: ServiceContext, session_id: str, messages: list[Message], **turn_fields: Any
 ) -> TurnResult:
-    """One turn of a scenario through the real pipeline, as the development tenant."""
-    return await run_turn(
+    """One turn of a scenario through the real pipeline, as the development tenant. The
+    embedding queue is drained after it, as the worker of a server does between the turns of
+    a conversation (a model's reply takes longer than embedding a turn's chunks): what the
+    eval measures is recall once the worker has caught up."""
+    result = await run_turn(
         ctx,
         TurnInput(
             session_id=session_id, tenant_id=DEFAULT_TENANT, messages=messages, **turn_fields
         ),
     )
+    if result.offload.triggered or result.offload.oversize_chunk_ids:
+        await drain(ctx)
+    return result
 
 
 @dataclass(frozen=True)

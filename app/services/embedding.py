@@ -16,8 +16,9 @@ every turn its timeout.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -33,7 +34,7 @@ EMBEDDER_UNAVAILABLE = "embedder_unavailable"
 EMBEDDER_BUSY = "embedder_busy"
 
 
-def _retrieve_late_failure(task: asyncio.Future[Any]) -> None:
+def retrieve_late_failure(task: asyncio.Future[Any]) -> None:
     """A call that fails after its caller stopped waiting is not an unhandled error."""
     if not task.cancelled():
         task.exception()
@@ -112,7 +113,7 @@ class EmbedderGate:
         on_done: Callable[[asyncio.Future[T]], None] | None = None,
     ) -> tuple[T | None, str | None]:
         task: asyncio.Future[T] = asyncio.ensure_future(work())
-        task.add_done_callback(_retrieve_late_failure)
+        task.add_done_callback(retrieve_late_failure)
         if on_done is not None:
             task.add_done_callback(on_done)
         try:
@@ -146,3 +147,43 @@ class QuestionCentroid:
 
     async def _embed_all(self) -> list[list[float]]:
         return [await self._embedder.embed_query(q) for q in GENERIC_QUESTIONS]
+
+
+QueryAnswer = tuple[list[float] | None, str | None]  # the vector, or the reason there is none
+
+
+class QueryVectorCache:
+    """Query vectors by a hash of the embedder's model and the text, the `size` most recently
+    used kept. A text being embedded is one shared call: whoever asks meanwhile (the turn that
+    started it early, its recall, a retry) awaits the same result. A refusal or failure is not
+    kept, so the next ask tries the embedder again."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._entries: OrderedDict[str, asyncio.Future[QueryAnswer]] = OrderedDict()
+
+    @staticmethod
+    def key(model: str, text: str) -> str:
+        return hashlib.sha256(f"{model}\0{text}".encode()).hexdigest()
+
+    async def get(self, key: str, embed: Callable[[], Awaitable[QueryAnswer]]) -> QueryAnswer:
+        found = self._entries.get(key)
+        if found is not None:
+            self._entries.move_to_end(key)
+            metrics.QUERY_CACHE.labels(outcome="hit").inc()
+            return await asyncio.shield(found)
+        metrics.QUERY_CACHE.labels(outcome="miss").inc()
+        call = asyncio.ensure_future(embed())
+        if self._size > 0:
+            self._entries[key] = call
+            call.add_done_callback(lambda done: self._drop_failed(key, done))
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+        # Shielded: a caller that stops waiting (a cancelled early start) leaves the call to
+        # finish for the others, and into the cache.
+        return await asyncio.shield(call)
+
+    def _drop_failed(self, key: str, done: asyncio.Future[QueryAnswer]) -> None:
+        failed = done.cancelled() or done.exception() is not None or done.result()[0] is None
+        if failed and self._entries.get(key) is done:
+            del self._entries[key]

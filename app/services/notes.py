@@ -114,7 +114,7 @@ async def update_notes(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> N
 
 async def _update(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> NotesUpdate:
     sources = _sources(plan)
-    changes = extract(sources, snap.facts)
+    changes = extract(sources, snap.facts, ctx.settings.notes.max_active_per_kind)
     facts = apply(snap.facts, changes)
     limits = notes_limits(ctx.settings)
     body = update_body(snap.notes_body, sources, limits)

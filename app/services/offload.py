@@ -1,10 +1,12 @@
-"""Turning a plan's offload units into chunks with vectors (docs/DESIGN.md §3–4).
+"""Turning a plan's offload units into chunks (docs/DESIGN.md §3–4).
 
-Each message is embedded once, unit by unit (the whole message, or windows of sentences of
-a long one): a chunk keeps its units' vectors for recall and their mean; a budget unit's mean
-(an assistant call with its tool results) decides the topic boundaries. With the embedder down
-the chunks are still built (token bounds only) and written without vectors, marked for
-re-embedding.
+`queued` (the default): the chunks are built with token bounds only and written without
+vectors; the embedding worker embeds them after the turn (app/services/embedding_queue.py),
+and recall finds them by their words until then. `inline`: each message is embedded here,
+unit by unit (the whole message, or windows of sentences of a long one): a chunk keeps its
+units' vectors for recall and their mean, and a budget unit's mean (an assistant call with
+its tool results) decides the topic boundaries. With the embedder down an inline offload
+still builds its chunks (token bounds only) and queues them.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ class OffloadBatch:
     oversize: list[EmbeddedChunk]
     offload: list[EmbeddedChunk]
     fallback: str | None
+
+    @property
+    def queued(self) -> bool:
+        """Chunks written without vectors: the embedding worker has work."""
+        return any(chunk.vector is None for chunk in self.chunks)
 
     @property
     def chunks(self) -> list[EmbeddedChunk]:
@@ -76,6 +83,24 @@ def _unit_means(
 
 
 async def build_batch(ctx: ServiceContext, plan: TurnPlan) -> OffloadBatch:
+    if ctx.settings.embedder.offload_embedding == "queued":
+        return queued_batch(ctx, plan)
+    return await _embedded_batch(ctx, plan)
+
+
+def queued_batch(ctx: ServiceContext, plan: TurnPlan) -> OffloadBatch:
+    """The chunks with no vectors (for the queue): nothing here waits for the embedder."""
+    built = build_chunks(
+        plan.offload_units, ctx.counter, topic_policy(ctx.settings), new_id=ctx.new_id
+    )
+    return OffloadBatch(
+        oversize=[EmbeddedChunk(draft, None) for draft in plan.oversize_drafts],
+        offload=[EmbeddedChunk(draft, None) for draft, _ in built],
+        fallback=None,
+    )
+
+
+async def _embedded_batch(ctx: ServiceContext, plan: TurnPlan) -> OffloadBatch:
     units = plan.offload_units
     count = ctx.counter.count
     texts_of = {

@@ -17,8 +17,10 @@ from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 
+from app import metrics
 from app.core import rerank
 from app.core.errors import OverLimit
+from app.core.lexical import likeliest_rare
 from app.core.ports import QueryRewriterUnavailable, RerankerUnavailable
 from app.core.rerank import (
     Candidate,
@@ -28,16 +30,16 @@ from app.core.rerank import (
     ScoredHit,
     UnitFocus,
     shifted_query,
-    truncate_to_tokens,
 )
 from app.core.results import RecalledChunk, RecalledText, RecallResult
-from app.core.rewrite import RewrittenQuery, rewrite, with_expansion
+from app.core.rewrite import RewrittenQuery, embedding_focus, rewrite, with_expansion
 from app.core.types import EmbeddedChunk, tenant_of
 from app.core.vectors import cosine, dot
 from app.services.context import ServiceContext
 from app.services.policies import item_shape
 from app.services.sessions import owned_session
 from app.settings import RecallSettings, Settings
+from app.store import embedding_queue as queue_store
 from app.store import recall as recall_store
 from app.store import sessions as session_store
 from app.store.database import Database
@@ -56,6 +58,7 @@ class Retrieval:
     fallback: str | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
     already_in_context: tuple[str, ...] = ()  # excluded hits, best first
+    pending_chunks: int = 0  # searched by words only: no vectors yet (the embedding queue)
 
     def recalled(self) -> tuple[RecalledChunk, ...]:
         return tuple(_recalled(item) for item in self.items)
@@ -143,12 +146,16 @@ class QueryVectors:
 async def embed_query(
     ctx: ServiceContext, tenant_id: str, text: str
 ) -> tuple[list[float] | None, str | None]:
-    """The query vector, cut to the query token cap first; or None with the reason recall
+    """The vector of the query's focus within the query token cap (`embedding_focus`), from
+    the cache when this process embedded the same text lately; or None with the reason recall
     goes lexical (the embedder down, slow, or busy with other calls)."""
     settings = ctx.settings.recall
-    text, _ = truncate_to_tokens(text, settings.query_embed_tokens, ctx.counter.count)
-    return await ctx.embedder_gate.query(
-        tenant_id, lambda: ctx.embedder.embed_query(text), settings.embed_timeout_s
+    focus = embedding_focus(text, settings.query_embed_tokens, ctx.query_counter.count)
+    return await ctx.query_cache.get(
+        ctx.query_cache.key(ctx.embedder.model_name, focus),
+        lambda: ctx.embedder_gate.query(
+            tenant_id, lambda: ctx.embedder.embed_query(focus), settings.embed_timeout_s
+        ),
     )
 
 
@@ -167,6 +174,7 @@ async def query_vectors(
 class ArchiveHits:
     by_vector: list[tuple[ChunkRow, LiftedUnit, float | None]]  # chunk, best unit, context
     by_terms: list[ChunkRow]
+    pending: int = 0  # the session's chunks still waiting for vectors
 
 
 async def search_archive(
@@ -214,14 +222,20 @@ async def search_archive(
             for row, context in rows
         ]
 
-    async def by_terms() -> list[ChunkRow]:
+    async def by_terms() -> tuple[list[ChunkRow], int]:
         async with database.transaction() as db:
-            return await recall_store.lexical_candidates(db, session_key, terms, limit)
+            searched = likeliest_rare(terms, settings.lexical_max_terms)
+            rows = await recall_store.lexical_candidates(
+                db, session_key, searched, limit, settings.lexical_max_rows
+            )
+            return rows, await queue_store.session_pending(db, session_key)
 
     if database.single_connection:
-        return ArchiveHits(await by_vector(), await by_terms())
-    vector_rows, lexical_rows = await asyncio.gather(by_vector(), by_terms())
-    return ArchiveHits(vector_rows, lexical_rows)
+        vector_rows = await by_vector()
+        lexical_rows, pending = await by_terms()
+    else:
+        vector_rows, (lexical_rows, pending) = await asyncio.gather(by_vector(), by_terms())
+    return ArchiveHits(vector_rows, lexical_rows, pending)
 
 
 @dataclass(frozen=True)
@@ -247,7 +261,8 @@ def unit_focus(settings: RecallSettings, query: RewrittenQuery) -> UnitFocus:
 
 async def _candidates(
     ctx: ServiceContext, session_key: str, query: RewrittenQuery, vectors: QueryVectors | None
-) -> list[Candidate]:
+) -> tuple[list[Candidate], int]:
+    """The archive's candidates, and how many of its chunks wait for vectors."""
     settings = ctx.settings.recall
     hits = await search_archive(
         ctx.database,
@@ -261,7 +276,7 @@ async def _candidates(
     found = {row.id: _from_row(row, unit, context) for row, unit, context in hits.by_vector}
     for row in hits.by_terms:
         found.setdefault(row.id, _from_row(row))
-    return list(found.values())
+    return list(found.values()), hits.pending
 
 
 async def _reranker_scores(
@@ -372,7 +387,9 @@ async def retrieve(
     vectors, embed_fallback = await query_vectors(ctx, tenant_of(session_key), query.text)
     timings["embed"] = _ms_since(mark)
     mark = time.perf_counter()
-    candidates = await _candidates(ctx, session_key, query, vectors)
+    candidates, pending = await _candidates(ctx, session_key, query, vectors)
+    pending += sum(1 for chunk in fresh if chunk.unit_vectors is None)
+    metrics.RECALL_PENDING.inc(pending)
     focus = unit_focus(settings, query)
     candidates += [_from_fresh(f, vectors, settings.context_weight, focus) for f in fresh]
     shares = rerank.lexical_scores(query.terms, [c.raw_text for c in candidates])
@@ -410,6 +427,7 @@ async def retrieve(
         fallback=fallback,
         timings_ms=timings,
         already_in_context=tuple(excluded),
+        pending_chunks=pending,
     )
 
 
@@ -473,6 +491,7 @@ async def recall_query(
         already_in_context=found.already_in_context,
         fallback=found.fallback,
         timings_ms=found.timings_ms,
+        pending_chunks=found.pending_chunks,
     )
 
 

@@ -2,6 +2,8 @@
 
 - `off`: nothing. No user message in the turn (tool results only): nothing.
 - C3 empty (nothing archived before or by this turn): nothing, and no embedding call at all.
+  Nor for an `auto` turn that only acknowledges ("ok, thanks", `core.rewrite.is_acknowledgement`).
+- Chunks still in the embedding queue are found by their words only; the summary counts them.
 - `auto`: every turn once C3 exists, gated by a minimum similarity; a reference word
   ("刚才", "we agreed on") lifts the gate. `force`: never gated.
 - A reference question or `force` with no hit injects the explicit no-match line (but not
@@ -16,6 +18,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -25,12 +28,13 @@ from app.core.messages import Message
 from app.core.plan import Snapshot, TurnInput, TurnPlan, held_recall_tokens
 from app.core.rerank import NO_MATCH_LINE, Injected, format_block
 from app.core.results import RecalledChunk, RecallMode, TurnRecallSummary
-from app.core.rewrite import RewrittenQuery, rewrite
+from app.core.rewrite import RewrittenQuery, is_acknowledgement, rewrite
 from app.core.tokens import count_text_block
 from app.core.types import RecalledText, WindowMessage
 from app.services.context import ServiceContext
+from app.services.embedding import retrieve_late_failure
 from app.services.offload import OffloadBatch
-from app.services.recall import retrieve
+from app.services.recall import embed_query, retrieve
 
 
 @dataclass
@@ -45,6 +49,7 @@ class TurnRecall:
     skipped_reason: str | None = None
     fallback: str | None = None
     no_match: bool = False
+    pending_chunks: int = 0  # searched by their words only: their vectors are not written yet
     # Window messages whose held blocks give way to this turn's (the room was full).
     dropped_seqs: set[int] = field(default_factory=set)
     timings_ms: dict[str, float] = field(default_factory=dict)
@@ -76,6 +81,7 @@ class TurnRecall:
             fallback=self.fallback,
             held_tokens=held_recall_tokens(window) - (self.tokens if self.block else 0),
             cleared_held=bool(self.dropped_seqs),
+            pending_chunks=self.pending_chunks,
         )
 
 
@@ -152,6 +158,52 @@ def _fitted(
     return [item for item in items if item in kept]
 
 
+def _query_of(ctx: ServiceContext, asked: Message, recent: Sequence[str]) -> RewrittenQuery:
+    return rewrite(
+        asked.words[: ctx.settings.recall.max_query_chars],
+        recent,
+        asked_at=asked.created_at or ctx.clock(),
+    )
+
+
+def recall_skip_reason(
+    ctx: ServiceContext, inp: TurnInput, snap: Snapshot, plan: TurnPlan
+) -> str | None:
+    """Why the turn does not search the archive; None when it does. An `auto` turn that only
+    acknowledges ("ok, thanks", "好的，继续") skips, as do turns with recall off, with no user
+    input, or with nothing archived before or by this turn."""
+    if inp.recall == "off":
+        return "off"
+    asked = _newest_user_message(inp)
+    if asked is None:
+        return "no_user_input"
+    if not (snap.has_chunks or plan.offload_units or plan.oversize_drafts):
+        return "archive_empty"
+    if inp.recall == "auto" and is_acknowledgement(_query_of(ctx, asked, ())):
+        return "acknowledgement"
+    return None
+
+
+def start_query_embedding(
+    ctx: ServiceContext, inp: TurnInput
+) -> asyncio.Future[tuple[list[float] | None, str | None]] | None:
+    """Starts embedding the turn's query before its session is read, when this process saw
+    the session with an archive and the turn will likely search it; recall later finds the
+    vector in the query cache (or awaits the same call). None: nothing started. With a query
+    rewriter the searched text is the model's, known only later."""
+    if inp.key not in ctx.archive_hint or inp.recall == "off" or ctx.query_rewriter is not None:
+        return None
+    asked = _newest_user_message(inp)
+    if asked is None:
+        return None
+    query = _query_of(ctx, asked, ())
+    if inp.recall == "auto" and is_acknowledgement(query):
+        return None
+    started = asyncio.ensure_future(embed_query(ctx, inp.tenant_id, query.text))
+    started.add_done_callback(retrieve_late_failure)  # nobody may be waiting for it any more
+    return started
+
+
 async def recall_for_turn(
     ctx: ServiceContext,
     inp: TurnInput,
@@ -163,23 +215,13 @@ async def recall_for_turn(
 ) -> TurnRecall:
     """`extra_tokens`: what the prompt gained since the plan (new notes), kept out of B."""
     result = TurnRecall(mode=inp.recall)
+    result.skipped_reason = recall_skip_reason(ctx, inp, snap, plan)
     asked = _newest_user_message(inp)
-    if inp.recall == "off":
-        result.skipped_reason = "off"
-    elif asked is None:
-        result.skipped_reason = "no_user_input"
-    elif not (snap.has_chunks or batch.chunks):
-        result.skipped_reason = "archive_empty"
-    if result.skipped_reason:  # what is held must still fit the room kept for recall
+    if result.skipped_reason or asked is None:  # what is held must still fit the recall room
         _make_room(plan.window_after, _limits(ctx, plan, extra_tokens)[2], 0, set(), result)
         return result
-    assert asked is not None
     recent = _recent_texts(snap, ctx.settings.recall.context_turns)
-    query = rewrite(
-        asked.words[: ctx.settings.recall.max_query_chars],
-        recent,
-        asked_at=asked.created_at or ctx.clock(),
-    )
+    query = _query_of(ctx, asked, recent)
     top_k, cap, room = _limits(ctx, plan, extra_tokens)
     forced = inp.recall == "force" or query.has_reference
     found = await retrieve(
@@ -197,6 +239,7 @@ async def recall_for_turn(
     items = _fitted(found.items, plan.window_after, room, set(found.already_in_context), result)
     kept = {item.hit.candidate.chunk_id for item in items}
     result.query, result.fallback, result.timings_ms = found.query, found.fallback, found.timings_ms
+    result.pending_chunks = found.pending_chunks
     result.hits = tuple(hit for hit in found.recalled() if hit.chunk_id in kept)
     if items:
         result.block = format_block(items)

@@ -140,6 +140,7 @@ def event_payload(outcome: Outcome, result: TurnResult) -> JsonObject:
             "no_match": recall.no_match,
             "held_tokens": recall.held_tokens,
             "cleared_held": recall.cleared_held,
+            "pending_chunks": recall.pending_chunks,
             "skipped_reason": recall.skipped_reason,
         },
         "notes": {
@@ -154,6 +155,7 @@ def event_payload(outcome: Outcome, result: TurnResult) -> JsonObject:
             "added": len(outcome.notes.changes.new),
             "superseded": [old for old, _ in outcome.notes.changes.superseded],
             "resolved": outcome.notes.changes.resolved,
+            "expired": outcome.notes.changes.expired,
         },
         "fallback_flag": offload.fallback or recall.fallback,
         "timings_ms": dict(result.timings_ms),

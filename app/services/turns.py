@@ -1,11 +1,15 @@
 """The turn use case (docs/DESIGN.md §3): store the new messages, offload when the
 watermark is crossed, answer with the assembled prompt as a `TurnResult`.
 
-Flow: read a snapshot → plan (pure) → embed the planned chunks → one write transaction that
-locks the session row, checks the version and writes everything. No lock or transaction is
-held across the embedder call. A version mismatch re-plans; a crash anywhere before commit
-leaves the session as it was. A retry under an Idempotency-Key already answered gets the
-first answer back, read from the idempotency row, and writes nothing.
+Flow: lock the session row and read it → plan (pure). A turn that needs nothing but the
+database (most turns: no recall search, chunks queued for the embedding worker, no notes
+model) then writes everything in that same transaction, as the floor would. Any other turn
+lets the lock go, runs recall (the query embedding may already be under way, started before
+the read) and the models, and writes in a second transaction that locks the row again and
+checks the version it read; a mismatch re-plans. No lock or transaction is held across an
+embedder or model call. A crash anywhere before commit leaves the session as it was. A retry
+under an Idempotency-Key already answered gets the first answer back, read from the
+idempotency row, and writes nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from pydantic import TypeAdapter
@@ -21,25 +26,27 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app import metrics
 from app.core.assemble import PromptParts, assemble
 from app.core.errors import IdempotencyKeyReused, ReplayForgotten, SessionBusy
+from app.core.facts import Fact
 from app.core.formats import SystemPrompt
 from app.core.notes import NotesBody
-from app.core.plan import Snapshot, TurnInput, plan_turn
+from app.core.plan import Snapshot, TurnInput, TurnPlan, plan_turn
 from app.core.results import HistoryMatch, TurnResult
-from app.core.transcript import reconcile
-from app.core.types import JsonObject
+from app.core.transcript import StoredEntry, reconcile
+from app.core.types import JsonObject, WindowMessage
 from app.services.context import ServiceContext
 from app.services.notes import NotesUpdate, update_notes
 from app.services.offload import build_batch
 from app.services.policies import plan_policy
 from app.services.sessions import locked_session, owned
-from app.services.turn_recall import recall_for_turn
+from app.services.turn_recall import recall_for_turn, recall_skip_reason, start_query_embedding
 from app.services.turn_result import Outcome, event_payload, turn_result
 from app.store import chunks as chunk_store
 from app.store import events as event_store
 from app.store import facts as fact_store
 from app.store import sessions as session_store
+from app.store import statements
 from app.store import transcript as transcript_store
-from app.store.models import SessionRow
+from app.store.models import NoteRow, SessionRow
 from app.store.transcript import ArchivedBranch
 
 
@@ -52,22 +59,39 @@ STORED_RESULT: TypeAdapter[TurnResult] = TypeAdapter(TurnResult)
 
 
 async def load_snapshot(ctx: ServiceContext, inp: TurnInput) -> Snapshot | TurnResult:
-    """The session as it stands before planning, or the turn's first answer when this is a
-    retry under an Idempotency-Key that was already answered."""
+    """The session as it stands before planning (in a transaction of its own), or the turn's
+    first answer when this is a retry under an Idempotency-Key that was already answered."""
     async with ctx.database.transaction() as db:
-        found = await session_store.session_with_notes(db, inp.key)
-        if found is None:
-            return Snapshot(exists=False)
-        row, notes, has_chunks = found
-        owned(row, inp.tenant_id, inp.session_id)
-        answered = await _answered(db, inp)
-        if answered is not None:
-            return answered
-        window = await session_store.window_messages(db, inp.key)
-        facts = await fact_store.current_facts(db, inp.key, ctx.settings.notes.recent_resolved)
-        transcript = (
-            await transcript_store.live_transcript(db, inp.key) if inp.whole_history else ()
-        )
+        return (await _read(db, ctx, inp, lock=False))[0]
+
+
+async def _read(
+    db: AsyncSession, ctx: ServiceContext, inp: TurnInput, *, lock: bool
+) -> tuple[Snapshot | TurnResult, SessionRow | None]:
+    """The snapshot and the session's row (None for a new session). `lock`: the row stays
+    locked until `db` commits (a turn written in one transaction)."""
+    found = await session_store.session_with_notes(db, inp.key, lock=lock)
+    if found is None:
+        return Snapshot(exists=False), None
+    row, notes, has_chunks = found
+    owned(row, inp.tenant_id, inp.session_id)
+    answered = await _answered(db, inp)
+    if answered is not None:
+        return answered, row
+    window = await session_store.window_messages(db, inp.key)
+    facts = await fact_store.current_facts(db, inp.key, ctx.settings.notes.recent_resolved)
+    transcript = await transcript_store.live_transcript(db, inp.key) if inp.whole_history else ()
+    return _snapshot(row, notes, has_chunks, window, facts, transcript), row
+
+
+def _snapshot(
+    row: SessionRow,
+    notes: NoteRow | None,
+    has_chunks: bool,
+    window: list[WindowMessage],
+    facts: list[Fact],
+    transcript: Sequence[StoredEntry],
+) -> Snapshot:
     return Snapshot(
         exists=True,
         version=row.version,
@@ -139,19 +163,112 @@ async def run_turn(ctx: ServiceContext, inp: TurnInput) -> TurnResult:
 
 
 async def _attempt(ctx: ServiceContext, inp: TurnInput) -> TurnResult:
-    timings: dict[str, float] = {}
+    """A turn that needs nothing outside the database (no recall search, no embedding on its
+    path, no notes model) is read, planned and written in one transaction under the session's
+    row lock. Any other turn reads, lets the lock go while recall and the models work, and
+    writes in a second transaction that checks the version it read."""
     started = time.perf_counter()
-    snap = await load_snapshot(ctx, inp)
-    if isinstance(snap, TurnResult):
-        return snap  # a replay: answered before, nothing to plan or write
-    history = None
-    if inp.whole_history:
-        inp, snap, history = await _reconciled(ctx, inp, snap)
+    early = start_query_embedding(ctx, inp)
+    with statements.counting() as sent:
+        try:
+            result, kind = await _attempt_counted(ctx, inp, started)
+        finally:
+            if early is not None:
+                early.cancel()  # a no-op when recall used it; its vector stays cached
+    metrics.TURN_STATEMENTS.labels(kind=kind).observe(sent.round_trips)
+    return result
+
+
+async def _attempt_counted(
+    ctx: ServiceContext, inp: TurnInput, started: float
+) -> tuple[TurnResult, str]:
+    if inp.whole_history:  # it may first archive a branch: always two phases
+        return await _whole_history_turn(ctx, inp, started)
+    async with ctx.database.transaction() as db:
+        snap, row = await _read(db, ctx, inp, lock=True)
+        if isinstance(snap, TurnResult):
+            return snap, "replay"
+        planned = _planned(ctx, inp, snap, started)
+        written = None
+        if not _needs_outside_work(planned.ctx, inp, snap, planned.plan):
+            written = await _complete_and_write(db, planned, inp, snap, row)
+    if written is not None:
+        outcome, result = written
+        _after_commit(planned.ctx, inp, outcome, result)
+        return result, _kind(outcome)
+    # The lock is released: recall and the models work with no transaction open.
+    outcome, draft, clock = await _complete(planned, inp, snap, history=None)
+    return await commit_turn(planned.ctx, inp, snap, outcome, draft, clock), _kind(outcome)
+
+
+async def _complete_and_write(
+    db: AsyncSession, planned: Planned, inp: TurnInput, snap: Snapshot, row: SessionRow | None
+) -> tuple[Outcome, TurnResult]:
+    """The rest of a turn that needs only the database, in `db`, which holds `row`'s lock
+    since the read (a new session's row is created here)."""
+    outcome, draft, clock = await _complete(planned, inp, snap, history=None)
+    row = row or await _create(db, inp, snap)
+    return outcome, await _write_turn(db, planned.ctx, inp, snap, outcome, draft, clock, row)
+
+
+async def _whole_history_turn(
+    ctx: ServiceContext, inp: TurnInput, started: float
+) -> tuple[TurnResult, str]:
+    found = await load_snapshot(ctx, inp)
+    if isinstance(found, TurnResult):
+        return found, "replay"
+    inp, snap, history = await _reconciled(ctx, inp, found)
+    planned = _planned(ctx, inp, snap, started)
+    outcome, draft, clock = await _complete(planned, inp, snap, history=history)
+    return await commit_turn(planned.ctx, inp, snap, outcome, draft, clock), _kind(outcome)
+
+
+def _kind(outcome: Outcome) -> str:
+    """The turn's kind for the statements histogram."""
+    if outcome.plan.offloaded:
+        return "offload"
+    return "quiet" if outcome.recall.skipped_reason else "recall"
+
+
+@dataclass(frozen=True)
+class Planned:
+    ctx: ServiceContext  # counting tokens as the turn's model does
+    plan: TurnPlan
+    timings: dict[str, float]
+    started: float
+
+
+def _planned(ctx: ServiceContext, inp: TurnInput, snap: Snapshot, started: float) -> Planned:
+    if snap.has_chunks:  # the next turn may start its query embedding before the read
+        ctx.archive_hint.add(inp.key)
+    else:
+        ctx.archive_hint.discard(inp.key)
     ctx = ctx.for_model(inp.model or snap.model or ctx.settings.default_model)
-    timings["db_read"] = _ms_since(started)
+    timings = {"db_read": _ms_since(started)}
     mark = time.perf_counter()
     plan = plan_turn(inp, snap, ctx.counter, plan_policy(ctx.settings), ctx.clock(), ctx.new_id)
     timings["plan"] = _ms_since(mark)
+    return Planned(ctx, plan, timings, started)
+
+
+def _needs_outside_work(
+    ctx: ServiceContext, inp: TurnInput, snap: Snapshot, plan: TurnPlan
+) -> bool:
+    """Whether the turn must wait on something besides the database: a recall search (the
+    query embedding), chunks embedded inline, or notes written by the chat model."""
+    if recall_skip_reason(ctx, inp, snap, plan) is None:
+        return True
+    chunks_to_build = plan.offloaded or bool(plan.oversize_drafts)
+    if chunks_to_build and ctx.settings.embedder.offload_embedding == "inline":
+        return True
+    return ctx.chat_model is not None and (plan.offloaded or snap.notes_needs_rebuild)
+
+
+async def _complete(
+    planned: Planned, inp: TurnInput, snap: Snapshot, *, history: HistoryMatch | None
+) -> tuple[Outcome, TurnResult, Stopwatch]:
+    """Everything between the plan and the write: chunks, notes, recall, the prompt."""
+    ctx, plan, timings = planned.ctx, planned.plan, dict(planned.timings)
     mark = time.perf_counter()
     batch = await build_batch(ctx, plan)
     timings["embed"] = _ms_since(mark)
@@ -176,8 +293,7 @@ async def _attempt(ctx: ServiceContext, inp: TurnInput) -> TurnResult:
     )
     timings["assemble"] = _ms_since(mark)
     draft = replace(turn_result(inp, snap, outcome, prompt, timings), history=history)
-    clock = Stopwatch(started=started, write_started=time.perf_counter())
-    return await commit_turn(ctx, inp, snap, outcome, draft, clock)
+    return outcome, draft, Stopwatch(started=planned.started, write_started=time.perf_counter())
 
 
 async def _reconciled(
@@ -263,9 +379,9 @@ async def commit_turn(
     draft: TurnResult,
     clock: Stopwatch,
 ) -> TurnResult:
-    """Writes the turn in one transaction and answers it with its timings closed. A retry of
-    the same Idempotency-Key that committed first is answered instead, writing nothing."""
-    plan, batch = outcome.plan, outcome.batch
+    """Writes a turn planned outside the lock, in one transaction that takes the lock and
+    checks the version it was planned on. A retry of the same Idempotency-Key that
+    committed first is answered instead, writing nothing."""
     async with ctx.database.transaction() as db:
         if not snap.exists:
             await session_store.create_session(db, inp.key, inp.tenant_id)
@@ -275,29 +391,63 @@ async def commit_turn(
             return answered
         if row.version != snap.version:
             raise VersionConflict
-        if plan.clears_recall:  # before this turn's own block is written
-            await session_store.clear_recalled(db, inp.key)
-        elif outcome.recall.dropped_seqs:
-            await session_store.clear_recalled(db, inp.key, outcome.recall.dropped_seqs)
-        await session_store.insert_messages(db, inp.key, outcome.new_messages)
-        await chunk_store.insert_chunks(db, inp.key, batch.chunks, ctx.embedder.model_name)
-        await session_store.mark_offloaded(db, inp.key, batch.chunk_of())
-        await _write_notes(db, inp.key, plan.turn, outcome.notes, snap)
-        _update_session_row(row, outcome)
-        result = clock.finish(draft)
-        await event_store.record_event(
-            db, inp.key, plan.turn, "turn", event_payload(outcome, result)
-        )
-        if inp.idempotency_key:
-            await event_store.save_idempotent(
-                db,
-                inp.key,
-                inp.idempotency_key,
-                inp.request_hash,
-                STORED_RESULT.dump_python(result, mode="json"),
-            )
-    metrics.observe_turn(result)
+        result = await _write_turn(db, ctx, inp, snap, outcome, draft, clock, row)
+    _after_commit(ctx, inp, outcome, result)
     return result
+
+
+async def _create(db: AsyncSession, inp: TurnInput, snap: Snapshot) -> SessionRow:
+    """A new session's row, in the turn's transaction; another turn that created it first
+    makes this one plan again on what that turn wrote."""
+    await session_store.create_session(db, inp.key, inp.tenant_id)
+    row = await locked_session(db, inp.tenant_id, inp.session_id)
+    if row.version != snap.version:
+        raise VersionConflict
+    return row
+
+
+async def _write_turn(
+    db: AsyncSession,
+    ctx: ServiceContext,
+    inp: TurnInput,
+    snap: Snapshot,
+    outcome: Outcome,
+    draft: TurnResult,
+    clock: Stopwatch,
+    row: SessionRow,
+) -> TurnResult:
+    """Every write of the turn, in `db`, whose transaction holds `row`'s lock."""
+    plan, batch = outcome.plan, outcome.batch
+    if plan.clears_recall:  # before this turn's own block is written
+        await session_store.clear_recalled(db, inp.key)
+    elif outcome.recall.dropped_seqs:
+        await session_store.clear_recalled(db, inp.key, outcome.recall.dropped_seqs)
+    await session_store.insert_messages(db, inp.key, outcome.new_messages)
+    await chunk_store.insert_chunks(db, inp.key, batch.chunks, ctx.embedder.model_name)
+    await session_store.mark_offloaded(db, inp.key, batch.chunk_of())
+    await _write_notes(db, inp.key, plan.turn, outcome.notes, snap)
+    _update_session_row(row, outcome)
+    result = clock.finish(draft)
+    await event_store.record_event(db, inp.key, plan.turn, "turn", event_payload(outcome, result))
+    if inp.idempotency_key:
+        await event_store.save_idempotent(
+            db,
+            inp.key,
+            inp.idempotency_key,
+            inp.request_hash,
+            STORED_RESULT.dump_python(result, mode="json"),
+        )
+    return result
+
+
+def _after_commit(
+    ctx: ServiceContext, inp: TurnInput, outcome: Outcome, result: TurnResult
+) -> None:
+    metrics.observe_turn(result)
+    if outcome.batch.queued:
+        ctx.embedding_wakeup.set()  # this process's worker embeds what the turn queued
+    if outcome.batch.chunks:
+        ctx.archive_hint.add(inp.key)
 
 
 async def _write_notes(
@@ -309,6 +459,7 @@ async def _write_notes(
         await fact_store.supersede(db, session_id, old, ids[by] if by is not None else None)
     for fact_id in changes.resolved:
         await fact_store.resolve(db, session_id, fact_id, turn)
+    await fact_store.expire(db, session_id, changes.expired)
     unchanged = (
         snap.notes_exists
         and notes.rendered is None

@@ -111,28 +111,6 @@ async def get_chunk(db: AsyncSession, session_id: str, chunk_id: str) -> ChunkRo
     return await db.get(ChunkRow, (session_id, chunk_id))
 
 
-async def chunks_to_reembed(
-    db: AsyncSession, model: str, session_id: str | None, limit: int
-) -> list[ChunkRow]:
-    """Chunks with no vectors, or vectors of another model (their units' included), but not
-    those of an archived branch."""
-    statement = (
-        select(ChunkRow)
-        .options(defer(ChunkRow.embedding), defer(ChunkRow.lexical))
-        .where(
-            ChunkRow.needs_embedding
-            | ChunkRow.embedding_model.is_(None)
-            | (ChunkRow.embedding_model != model)
-        )
-        .where(ChunkRow.superseded_turn.is_(None))  # an archived branch stays out of recall
-        .order_by(ChunkRow.session_id, ChunkRow.id)
-        .limit(limit)
-    )
-    if session_id is not None:
-        statement = statement.where(ChunkRow.session_id == session_id)
-    return list((await db.execute(statement)).scalars())
-
-
 async def units_of(
     db: AsyncSession, chunks: Sequence[ChunkRow]
 ) -> dict[tuple[str, str], list[UnitDraft]]:
@@ -173,7 +151,12 @@ async def set_embedding(
     await db.execute(
         update(ChunkRow)
         .where(ChunkRow.session_id == session_id, ChunkRow.id == chunk_id)
-        .values(embedding=mean_vector(vectors), embedding_model=model, needs_embedding=False)
+        .values(
+            embedding=mean_vector(vectors),
+            embedding_model=model,
+            needs_embedding=False,
+            embedding_claimed_until=None,
+        )
     )
     await db.flush()
 

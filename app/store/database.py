@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import (
 )
 
 from app.core.errors import DatabaseUnavailable, UnstorableValue
+from app.store import statements
 
 
 def async_url(url: str) -> str:
@@ -51,6 +52,7 @@ class Database:
     ) -> None:
         self.engine = engine
         self._sessions = sessions
+        statements.install(engine.sync_engine)
         self.single_connection = single_connection  # no two transactions at once
 
     @classmethod

@@ -79,6 +79,16 @@ async def supersede(db: AsyncSession, session_id: str, fact_id: int, by: int | N
     )
 
 
+async def expire(db: AsyncSession, session_id: str, fact_ids: Sequence[int]) -> None:
+    """Retires facts the per-kind bound aged out (one statement for all of them)."""
+    if fact_ids:
+        await db.execute(
+            update(FactRow)
+            .where(FactRow.session_id == session_id, FactRow.id.in_(list(fact_ids)))
+            .values(status=FactStatus.EXPIRED)
+        )
+
+
 async def resolve(db: AsyncSession, session_id: str, fact_id: int, turn: int) -> None:
     await db.execute(
         update(FactRow)

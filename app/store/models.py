@@ -23,6 +23,7 @@ from sqlalchemy import (
     MetaData,
     String,
     func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -32,6 +33,8 @@ from app.store.sealing import SealedJson, SealedText
 EMBEDDING_DIMENSION = 384
 SESSION_KEY_CHARS = 200  # `tenant/id`: a 64-character tenant, the slash, a 128-character id
 DEFAULT_TENANT = "local"
+# A chunk in the embedding queue: waiting for vectors, and not of an archived branch.
+PENDING_EMBEDDING = text("needs_embedding AND superseded_turn IS NULL")
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -156,6 +159,9 @@ class ChunkRow(Base):
             postgresql_ops={"embedding": "vector_cosine_ops"},
         ),
         Index("ix_chunks_lexical_gin", "lexical", postgresql_using="gin"),
+        # The embedding queue (app/store/embedding_queue.py): its oldest chunks, a session's.
+        Index("ix_chunks_pending_created_at", "created_at", postgresql_where=PENDING_EMBEDDING),
+        Index("ix_chunks_pending_session_id", "session_id", postgresql_where=PENDING_EMBEDDING),
     )
 
     session_id: Mapped[str] = _session_fk()
@@ -183,6 +189,8 @@ class ChunkRow(Base):
     # Set when a client's diverging history archived the chunk's messages (a superseded
     # branch): kept and readable by id, but its units and lexical terms are gone from recall.
     superseded_turn: Mapped[int | None] = mapped_column(Integer)
+    # A worker's claim on a pending chunk: until then no other worker takes it.
+    embedding_claimed_until: Mapped[datetime | None]
     created_at: Mapped[datetime] = _created_at()
 
 

@@ -7,8 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Integer, Row, Select, cast, func, literal, select, text
-from sqlalchemy.dialects.postgresql import TSQUERY
+from sqlalchemy import Float, Row, Select, String, func, literal, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
@@ -142,40 +141,56 @@ def tsquery_any(terms: Sequence[str]) -> str:
     return " | ".join("'" + term.replace("\\", "").replace("'", "''") + "'" for term in terms)
 
 
-def _idf_ranked(session_id: str, terms: Sequence[str], limit: int) -> Select[str, float]:
-    """Ids of the session's chunks holding any of the terms, ranked by the IDF of the terms
-    each holds: a term's weight is ln(1 + M / (1 + its chunks)), M the chunks holding any
-    term, counted by window sums over those chunks in the same statement."""
-    holds = [
-        cast(ChunkRow.lexical.bool_op("@@")(cast(literal(tsquery_any([t])), TSQUERY)), Integer)
-        for t in terms
-    ]
-    matching = (
-        select(ChunkRow.id, ChunkRow.turn_start, *(h.label(f"t{i}") for i, h in enumerate(holds)))
-        .where(
-            ChunkRow.session_id == session_id,
-            ChunkRow.lexical.bool_op("@@")(cast(literal(tsquery_any(terms)), TSQUERY)),
-        )
-        .subquery()
+# Ids of the session's chunks holding any query term, best first, scored by the sum of the
+# IDFs of the terms they hold: a term's IDF is ln(1 + M / (1 + its chunks)), M the chunks
+# holding any term. Only the newest `max_rows` matching chunks are ranked, so the cost stays
+# bounded however many chunks share a common word. One statement, whatever the number of
+# terms (an array of one-term queries), its weights aggregated once per term.
+_IDF_RANKED = text(
+    """
+    WITH matching AS (
+        SELECT id, turn_start, lexical FROM chunks
+        WHERE session_id = :session_id AND lexical @@ CAST(:any_term AS tsquery)
+        ORDER BY turn_start DESC
+        LIMIT :max_rows
+    ), holds AS (
+        SELECT m.id, m.turn_start, q.ord
+        FROM matching AS m
+        JOIN unnest(CAST(:each_term AS tsquery[])) WITH ORDINALITY AS q(term, ord)
+            ON m.lexical @@ q.term
+    ), weights AS (
+        SELECT ord, ln(1 + (SELECT count(*) FROM matching)::float8 / (1 + count(*))) AS idf
+        FROM holds GROUP BY ord
     )
-    found = func.count().over()
-    columns = [matching.c[f"t{i}"] for i in range(len(terms))]
-    score = sum((c * func.ln(1 + found / (1 + func.sum(c).over())) for c in columns), literal(0.0))
-    return (
-        select(matching.c.id, score.label("score"))
-        .order_by(score.desc(), matching.c.turn_start.desc(), matching.c.id)
-        .limit(limit)
-    )
+    SELECT h.id, sum(w.idf) AS score
+    FROM holds AS h JOIN weights AS w USING (ord)
+    GROUP BY h.id, h.turn_start
+    ORDER BY score DESC, h.turn_start DESC, h.id
+    LIMIT :limit
+    """
+).columns(id=String, score=Float)
 
 
 async def lexical_candidates(
-    db: AsyncSession, session_id: str, terms: Sequence[str], limit: int
+    db: AsyncSession,
+    session_id: str,
+    terms: Sequence[str],
+    limit: int,
+    max_rows: int,
 ) -> list[ChunkRow]:
     """The session's chunks holding any of the terms, the rarest terms' holders first
-    (`ts_rank` has no IDF: a common word would push a rare one out of the top R)."""
+    (`ts_rank` has no IDF: a common word would push a rare one out of the top R), among the
+    newest `max_rows` that hold any."""
     if not terms:
         return []
-    ranked = _idf_ranked(session_id, blind_terms(list(dict.fromkeys(terms))), limit).subquery()
+    blinded = blind_terms(list(dict.fromkeys(terms)))
+    ranked = _IDF_RANKED.bindparams(
+        session_id=session_id,
+        any_term=tsquery_any(blinded),
+        each_term=[tsquery_any([term]) for term in blinded],
+        max_rows=max_rows,
+        limit=limit,
+    ).subquery()
     statement = (
         select(ChunkRow)
         .options(*UNUSED_COLUMNS)

@@ -22,16 +22,20 @@ async def get_session(db: AsyncSession, session_id: str) -> SessionRow | None:
 
 
 async def session_with_notes(
-    db: AsyncSession, session_id: str
+    db: AsyncSession, session_id: str, *, lock: bool = False
 ) -> tuple[SessionRow, NoteRow | None, bool] | None:
     """The session, its notes and whether it has chunks, in one round trip (every turn
-    starts with it); None for an unknown session."""
+    starts with it); None for an unknown session. `lock`: the session row under `FOR UPDATE`
+    (a turn that plans and writes in one transaction)."""
     has_chunks = exists().where(ChunkRow.session_id == SessionRow.id).label("has_chunks")
-    result = await db.execute(
+    statement = (
         select(SessionRow, NoteRow, has_chunks)
         .outerjoin(NoteRow, NoteRow.session_id == SessionRow.id)
         .where(SessionRow.id == session_id)
     )
+    if lock:
+        statement = statement.with_for_update(of=SessionRow)
+    result = await db.execute(statement)
     row = result.one_or_none()
     return None if row is None else (row[0], row[1], bool(row[2]))
 

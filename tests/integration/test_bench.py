@@ -28,7 +28,7 @@ TOY = BenchConfig(
 def test_every_section_runs_and_is_reported(tmp_path: Path) -> None:
     results = run_bench(TOY, tmp_path, PROJECT_ROOT / ".ebbtide-test", "ebbtide bench (toy)")
     saved = json.loads((tmp_path / "bench.json").read_text())
-    assert saved["targets"] == results["targets"] and len(saved["targets"]) == 3
+    assert saved["targets"] == results["targets"] and len(saved["targets"]) == 6
     assert all(isinstance(t["met"], bool) and t["value"] > 0 for t in saved["targets"])
 
     latency = saved["latency"]
@@ -37,16 +37,23 @@ def test_every_section_runs_and_is_reported(tmp_path: Path) -> None:
         and latency["never_triggered"]["client_ms"]["n"] == 6
     )
     assert latency["never_triggered"]["server_ms"]["recall"]["p95"] < 1  # archive empty: skipped
-    assert (
-        latency["offload_turns"]["client_ms"]["n"] + latency["steady_with_recall"]["client_ms"]["n"]
-        == 6
-    )
+    steady = latency["steady_with_recall"]["client_ms"]["n"]
+    assert steady + latency["offload_turns_with_recall"]["client_ms"]["n"] == 6
+    assert latency["offload_turns"]["client_ms"]["n"] > 0  # the recall-off twin offloaded
     assert {"30"} <= set(saved["history"]["points"]) and saved["history"]["offloads"] > 0
     assert [s["chunks"] for s in saved["archive"]["sizes"]] == [300, 600]
     assert all(
         level["errors"] == 0 and level["turns"] > 0 for level in saved["throughput"]["levels"]
     )
     assert saved["embedding"]["query_ms"]["10_words"]["n"] == 2
+
+    # The embedding queue: offloads queued chunks, the worker embedded them all.
+    trips = latency["round_trips_per_turn"]
+    assert {"floor", "quiet"} <= set(trips) and all(v > 0 for v in trips.values())
+    assert trips["quiet"] < trips.get("recall", float("inf"))
+    assert latency["embedding_lag"]["chunks"] > 0 and latency["drained_after_s"] is not None
+    for level in saved["throughput"]["levels"]:
+        assert level["queue"]["drain_s"] is not None  # the queue emptied after the level
 
     report = (tmp_path / "bench.md").read_text()
     for heading in (
@@ -55,6 +62,8 @@ def test_every_section_runs_and_is_reported(tmp_path: Path) -> None:
         "## Growth with history",
         "## Growth with archive size",
         "## Throughput",
+        "## Database round trips",
+        "## Embedding queue",
         "## Local embedder",
     ):
         assert heading in report

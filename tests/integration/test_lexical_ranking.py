@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from app.core.chunker import remember_draft
 from app.core.types import EmbeddedChunk
 from app.store import chunks as chunk_store
@@ -16,21 +18,35 @@ from app.store.recall import lexical_candidates
 KEY = "local/lexical"
 
 
-async def test_the_rare_terms_holder_ranks_first(database: Database) -> None:
+async def _store(db: AsyncSession, texts: list[str]) -> None:
+    """One chunk per text, the i-th said in turn i."""
     now = datetime(2026, 3, 1, tzinfo=UTC)
+    await session_store.create_session(db, KEY, "local")
+    drafts = [
+        EmbeddedChunk(remember_draft(f"ck_{i:03d}", text, 10, i, now, "user"), None)
+        for i, text in enumerate(texts)
+    ]
+    await chunk_store.insert_chunks(db, KEY, drafts, "none")
+
+
+async def test_the_rare_terms_holder_ranks_first(database: Database) -> None:
     texts = [f"the weather was weather again, weather day {i}" for i in range(40)]
     texts.append("we booked the Hartwell venue")  # the one chunk with the rare term
     async with database.transaction() as db:
-        await session_store.create_session(db, KEY, "local")
-        drafts = [
-            EmbeddedChunk(remember_draft(f"ck_{i:03d}", text, 10, i, now, "user"), None)
-            for i, text in enumerate(texts)
-        ]
-        await chunk_store.insert_chunks(db, KEY, drafts, "none")
-        found = await lexical_candidates(db, KEY, ["weather", "hartwell"], 5)
+        await _store(db, texts)
+        found = await lexical_candidates(db, KEY, ["weather", "hartwell"], 5, 2000)
         assert found[0].raw_text == texts[-1]
         assert len(found) == 5
-        unsaid = await lexical_candidates(db, KEY, ["booking"], 5)  # no chunk says "booking"
+        unsaid = await lexical_candidates(db, KEY, ["booking"], 5, 2000)  # no chunk says "booking"
         assert unsaid == []
-        stemmed = await lexical_candidates(db, KEY, ["booking", "book"], 5)
+        stemmed = await lexical_candidates(db, KEY, ["booking", "book"], 5, 2000)
         assert [c.raw_text for c in stemmed] == [texts[-1]]  # "booked" → "book"
+
+
+async def test_only_the_newest_matching_chunks_are_ranked_past_the_row_cap(
+    database: Database,
+) -> None:
+    async with database.transaction() as db:
+        await _store(db, [f"weather report {i}" for i in range(30)])
+        found = await lexical_candidates(db, KEY, ["weather"], 30, 8)
+    assert sorted(c.turn_start for c in found) == list(range(22, 30))

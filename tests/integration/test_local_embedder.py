@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
+import os
 
+import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.providers.embedders import LOCAL_MODEL_NAME, LocalEmbedder
+from app.core.ports import EmbedderUnavailable
+from app.providers.embedders import LOCAL_MODEL_NAME, BackgroundLocalEmbedder, LocalEmbedder
 from app.services.context import ServiceContext
 from app.services.turns import run_turn
 from tests.builders import user
@@ -69,3 +73,21 @@ async def test_offloaded_chunks_carry_local_vectors_that_find_their_topic(
         )
     ).scalar_one()
     assert "设计团队" in best
+
+
+async def test_the_workers_background_embedder_gives_the_same_vectors_at_a_lower_priority() -> None:
+    texts = ["只查华东仓的库存", "The weather is nice today"]
+    background = BackgroundLocalEmbedder(nice=7)
+    try:
+        apart = await background.embed_passages(texts)
+        priority = await asyncio.get_running_loop().run_in_executor(
+            background._pool, os.getpriority, os.PRIO_PROCESS, 0
+        )
+        with pytest.raises(EmbedderUnavailable):
+            await background.embed_query("passages only")
+    finally:
+        await background.aclose()
+    here = await LocalEmbedder().embed_passages(texts)
+    assert priority >= os.getpriority(os.PRIO_PROCESS, 0) + 7
+    for a, b in zip(apart, here, strict=True):
+        assert sum(x * y for x, y in zip(a, b, strict=True)) > 0.999

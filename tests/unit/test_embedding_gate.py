@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 
 from app.providers.fakes import DownEmbedder, HeldEmbedder
+from app.services.context import ArchiveHint
 from app.services.embedding import (
     EMBEDDER_BUSY,
     EMBEDDER_UNAVAILABLE,
     CircuitBreaker,
     EmbedderGate,
+    QueryVectorCache,
 )
 
 
@@ -85,3 +87,54 @@ async def test_the_breaker_refuses_a_down_embedder_until_a_probe_succeeds() -> N
     assert vector is not None and fallback is None  # the probe closed the breaker
     vectors, fallback = await admission.passages(lambda: working.embed_passages(["p"]), 1)
     assert vectors is not None and len(vectors) == 1 and fallback is None
+
+
+async def test_a_query_vector_is_embedded_once_and_shared_while_in_flight() -> None:
+    cache = QueryVectorCache(size=2)
+    calls: list[str] = []
+    release = asyncio.Event()
+
+    async def embed(text: str) -> tuple[list[float] | None, str | None]:
+        calls.append(text)
+        await release.wait()
+        return [float(len(text))], None
+
+    key = cache.key("model", "budget?")
+    first = asyncio.ensure_future(cache.get(key, lambda: embed("budget?")))
+    second = asyncio.ensure_future(cache.get(key, lambda: embed("budget?")))
+    await asyncio.sleep(0)
+    first.cancel()  # an early start abandoned: the call goes on for the others
+    release.set()
+    assert await second == ([7.0], None)
+    assert await cache.get(key, lambda: embed("budget?")) == ([7.0], None)
+    assert calls == ["budget?"]
+
+
+async def test_a_refused_query_is_not_kept_and_old_entries_make_room() -> None:
+    cache = QueryVectorCache(size=1)
+    answers: list[tuple[list[float] | None, str | None]] = [(None, "embedder_busy"), ([1.0], None)]
+
+    async def embed() -> tuple[list[float] | None, str | None]:
+        return answers.pop(0)
+
+    key = cache.key("model", "q")
+    assert await cache.get(key, embed) == (None, "embedder_busy")
+    assert await cache.get(key, embed) == ([1.0], None)  # asked the embedder again
+    other = cache.key("model", "another")
+    assert await cache.get(other, lambda: _answer([2.0])) == ([2.0], None)
+    assert await cache.get(key, lambda: _answer([3.0])) == ([3.0], None)  # evicted: embedded anew
+    assert cache.key("model", "q") != cache.key("other-model", "q")
+
+
+async def _answer(vector: list[float]) -> tuple[list[float] | None, str | None]:
+    return vector, None
+
+
+def test_the_archive_hint_keeps_the_newest_sessions() -> None:
+    hint = ArchiveHint(size=2)
+    for key in ("a", "b", "c"):
+        hint.add(key)
+    assert "a" not in hint and "b" in hint and "c" in hint
+    hint.discard("b")
+    hint.discard("never-seen")
+    assert "b" not in hint

@@ -215,3 +215,26 @@ def test_zhi_as_only_still_is() -> None:
 )
 def test_an_english_constraint_binds_someone(sentence: str, kind: FactKind | None) -> None:
     assert classify(sentence) is kind
+
+
+def test_past_the_bound_the_oldest_facts_of_a_kind_expire_and_others_stay() -> None:
+    lines = [said(f"Only ship crate {name} by sea.", turn=t) for t, name in enumerate("ABC")]
+    facts = stored(extract(lines, []))
+    facts += stored(extract([said("I prefer morning deliveries.", turn=4)], []))
+    changes = extract([said("Only ship crate D by sea.", turn=5)], facts, max_active=2)
+    after = stored(changes, facts)
+    assert active(after) == [
+        "Only ship crate C by sea",
+        "I prefer morning deliveries",
+        "Only ship crate D by sea",
+    ]
+    expired = [f.text for f in after if f.status is FactStatus.EXPIRED]
+    assert expired == ["Only ship crate A by sea", "Only ship crate B by sea"]
+    assert sorted(changes.expired) == sorted(f.id for f in facts[:2])
+
+
+def test_a_fact_of_the_same_batch_past_the_bound_is_stored_expired() -> None:
+    lines = [said(f"Never open gate {n}.", turn=n) for n in range(1, 5)]
+    changes = extract(lines, [], max_active=3)
+    assert [f.status for f in changes.new] == [FactStatus.EXPIRED] + [FactStatus.ACTIVE] * 3
+    assert changes.expired == []  # nothing stored to update: the new row is written expired

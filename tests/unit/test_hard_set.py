@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from datetime import UTC, datetime
 
 import pytest
 
+from app.core.rewrite import embedding_focus, is_acknowledgement, rewrite
 from app.evaluation.hard_set import (
     FACT_REGION_END,
     KINDS,
@@ -20,6 +22,7 @@ from app.evaluation.hard_set import (
     hard_needles,
 )
 from app.providers.tokenizer import default_counter
+from app.settings import RecallSettings
 
 STOPWORDS_EN = frozenset(
     "a an the of for to in on at by with and or is are was were be been do does did what which "
@@ -130,3 +133,15 @@ def test_a_conversation_puts_every_fact_in_its_first_two_thirds(language: str) -
             assert said.created_at.astimezone(zone).date() == needle.said_on
         assert said.created_at.date() <= FACT_REGION_END
         assert said.name == needle.speaker
+
+
+def test_every_question_of_the_set_is_embedded_whole_and_searched() -> None:
+    """What the query cap and the acknowledgement skip cost the hard recall set: nothing. Each
+    question and twin, as rewritten, fits the embedding cap and is not a bare acknowledgement."""
+    cap = RecallSettings().query_embed_tokens
+    count = default_counter().count
+    asked = [text for n in hard_needles() for text in (n.question, n.twin)]
+    for text in asked:
+        query = rewrite(text, asked_at=datetime(2026, 5, 4, tzinfo=UTC))
+        assert embedding_focus(query.text, cap, count) == query.text, text
+        assert not is_acknowledgement(query), text

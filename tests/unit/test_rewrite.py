@@ -4,10 +4,13 @@ from datetime import UTC, datetime
 
 import pytest
 
+from app.core.lexical import likeliest_rare
 from app.core.rewrite import (
     content_terms,
+    embedding_focus,
     extract_entities,
     has_reference,
+    is_acknowledgement,
     rewrite,
     with_expansion,
 )
@@ -110,3 +113,55 @@ def test_a_models_restatement_adds_search_words_but_no_names_or_days() -> None:
     assert expanded.entities == query.entities and "Hangzhou" not in expanded.entities
     assert expanded.period == query.period is not None
     assert expanded.expansion == "Tom chose the Hangzhou supplier, vendor picked"
+
+
+@pytest.mark.parametrize(
+    ("text", "only_acknowledges"),
+    [
+        ("ok, thanks!", True),
+        ("Sounds good, go on", True),
+        ("好的，继续", True),
+        ("谢谢！", True),
+        ("?", True),
+        ("What was the budget?", False),
+        ("ok, and INV-2093?", False),
+        ("thanks, as we agreed earlier", False),  # a reference always searches
+        ("ok, what did we say on 12 March", False),
+    ],
+)
+def test_a_query_of_acknowledgements_only_is_recognised(text: str, only_acknowledges: bool) -> None:
+    query = rewrite(text, asked_at=datetime(2026, 5, 4, tzinfo=UTC))
+    assert is_acknowledgement(query) is only_acknowledges
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def test_a_query_within_the_cap_is_embedded_whole() -> None:
+    assert embedding_focus("What was the budget?", 8, _words) == "What was the budget?"
+
+
+def test_a_long_query_keeps_its_question_sentences() -> None:
+    text = (
+        "Here is the log of the deploy. It went through three stages. "
+        "Which threshold did we set for the rollback? I forgot it."
+    )
+    assert embedding_focus(text, 9, _words) == "Which threshold did we set for the rollback?"
+
+
+def test_without_a_question_the_last_sentences_are_kept_whole() -> None:
+    text = "The first stage passed. The canary was fine. Then errors rose sharply."
+    assert embedding_focus(text, 9, _words) == "The canary was fine. Then errors rose sharply."
+
+
+def test_one_sentence_over_the_cap_gives_its_final_tokens() -> None:
+    text = " ".join(f"w{i}" for i in range(30))
+    focus = embedding_focus(text, 5, _words)
+    assert focus == "w25 w26 w27 w28 w29"
+
+
+def test_the_lexical_search_keeps_the_longest_terms_in_their_order() -> None:
+    terms = ["go", "warehouse", "the", "suzhou", "ok", "invoice"]
+    assert likeliest_rare(terms, 3) == ["warehouse", "suzhou", "invoice"]
+    assert likeliest_rare(terms, 10) == terms

@@ -1,0 +1,239 @@
+"""The embedding queue (docs/DESIGN.md §3): offloads write chunks without vectors and answer;
+a worker claims them with `FOR UPDATE SKIP LOCKED`, embeds them and writes the vectors; a
+claim expires, a failed embedder gives claims back, and nothing is ever lost."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.providers.fakes import CountingEmbedder, DownEmbedder
+from app.providers.tokenizer import default_counter
+from app.services.context import ServiceContext
+from app.services.embedding_queue import drain, embed_batch, run_worker
+from app.services.recall import recall_query
+from app.services.turns import run_turn
+from app.store import embedding_queue as queue_store
+from app.store.database import Database
+from app.store.migrate import upgrade_head
+from app.store.models import DEFAULT_TENANT
+from tests.builders import user
+from tests.conftest import make_settings
+from tests.integration.test_recall import FACTS, archive_facts, ask, recalled_block
+from tests.integration.test_turn_invariants import turn_input
+
+QUESTION = "What was the budget we agreed on for cloud servers?"
+
+
+def queued(ctx: ServiceContext) -> ServiceContext:
+    ctx.settings = make_settings(embedder={"offload_embedding": "queued"})
+    return ctx
+
+
+async def archived_in_queue(ctx: ServiceContext, connection: AsyncConnection, session: str) -> int:
+    """Plants the facts in a queued session until they are offloaded; the chunks waiting."""
+    queued(ctx)
+    await archive_facts(ctx, session)
+    return await pending(connection, session)
+
+
+async def pending(connection: AsyncConnection, session: str) -> int:
+    found = await connection.scalar(
+        text("SELECT count(*) FROM chunks WHERE session_id = :s AND needs_embedding"),
+        {"s": f"{DEFAULT_TENANT}/{session}"},
+    )
+    return int(found or 0)
+
+
+async def test_an_offload_answers_without_the_embedder_and_the_worker_embeds_after(
+    ctx: ServiceContext, embedder: CountingEmbedder, connection: AsyncConnection
+) -> None:
+    queued(ctx)
+    await archive_facts(ctx, "q1")
+    assert embedder.passage_calls == 0, "no offload waited for the embedder"
+    waiting = await pending(connection, "q1")
+    assert waiting > 0
+    units = await connection.scalar(
+        text("SELECT count(*) FROM chunk_units WHERE session_id = 'local/q1' AND embedding IS NULL")
+    )
+    assert units and units >= waiting
+
+    before = await ask(ctx, "q1", QUESTION)
+    assert before.recall.pending_chunks == waiting  # said, and counted
+    assert FACTS[0] in recalled_block(before)  # found by its words meanwhile
+    assert before.recall.hits and all(h.vector_score is None for h in before.recall.hits)
+
+    report = await drain(ctx)
+    assert report.embedded == waiting and report.stopped_by is None
+    assert embedder.passage_calls >= 1
+    assert await pending(connection, "q1") == 0
+    after = await recall_query(ctx, DEFAULT_TENANT, "q1", QUESTION, 3)
+    assert after.pending_chunks == 0
+    assert any(r.vector_score is not None for r in after.results)
+    assert any(FACTS[0] in r.text for r in after.results)
+
+
+async def test_a_claim_holds_until_it_expires_and_a_stale_claim_writes_nothing(
+    ctx: ServiceContext, connection: AsyncConnection
+) -> None:
+    waiting = await archived_in_queue(ctx, connection, "q2")
+    now, lease = ctx.clock(), timedelta(seconds=60)
+    async with ctx.database.transaction() as db:
+        first = await queue_store.claim(db, 100, now, lease)
+    assert len(first) == waiting
+    async with ctx.database.transaction() as db:
+        assert await queue_store.claim(db, 100, now + timedelta(seconds=30), lease) == []
+    later = now + timedelta(seconds=61)
+    async with ctx.database.transaction() as db:
+        second = await queue_store.claim(db, 100, later, lease)
+    assert {c.id for c in second} == {c.id for c in first}  # the first worker died: expired
+    async with ctx.database.transaction() as db:
+        assert not await queue_store.still_claimed(db, first[0], now + lease)  # the old claim
+        assert await queue_store.still_claimed(db, first[0], later + lease)
+
+
+async def test_a_chunk_forgotten_while_claimed_is_skipped_not_written(
+    ctx: ServiceContext, connection: AsyncConnection
+) -> None:
+    queued(ctx)
+    await archive_facts(ctx, "q3")
+    ctx.settings = make_settings(
+        embedder={"offload_embedding": "queued", "worker_batch_chunks": 1000}
+    )
+    victim = await connection.scalar(
+        text("SELECT id FROM chunks WHERE session_id = 'local/q3' ORDER BY created_at LIMIT 1")
+    )
+    embed = ctx.embedder.embed_passages
+
+    async def forget_meanwhile(texts: list[str]) -> list[list[float]]:
+        await connection.execute(
+            text("DELETE FROM chunks WHERE session_id = 'local/q3' AND id = :id"), {"id": victim}
+        )
+        return await embed(texts)
+
+    ctx.embedder.embed_passages = forget_meanwhile  # type: ignore[method-assign]
+    report = await embed_batch(ctx)
+    assert report is not None and report.lost_claims == 1
+    assert report.embedded == report.claimed - 1
+    assert await pending(connection, "q3") == 0
+
+
+async def test_a_failing_embedder_gives_the_claims_back_and_loses_nothing(
+    ctx: ServiceContext, connection: AsyncConnection
+) -> None:
+    waiting = await archived_in_queue(ctx, connection, "q4")
+    ctx.embedder = DownEmbedder()
+    report = await embed_batch(ctx)
+    assert report is not None and report.failure == "embedder_unavailable"
+    claimed = await connection.scalar(
+        text(
+            "SELECT count(*) FROM chunks WHERE session_id = 'local/q4' "
+            "AND embedding_claimed_until IS NOT NULL"
+        )
+    )
+    assert claimed == 0 and await pending(connection, "q4") == waiting
+    assert (await drain(ctx)).stopped_by == "embedder_unavailable"
+
+
+async def test_an_inline_offload_embeds_before_it_answers(
+    ctx: ServiceContext, embedder: CountingEmbedder, connection: AsyncConnection
+) -> None:
+    ctx.settings = make_settings(embedder={"offload_embedding": "inline"})
+    await archive_facts(ctx, "q5")
+    assert embedder.passage_calls > 0 and await pending(connection, "q5") == 0
+    response = await ask(ctx, "q5", QUESTION)
+    assert response.recall.pending_chunks == 0
+    assert any(h.vector_score is not None for h in response.recall.hits)
+
+
+# --- workers on a database of their own (they commit, and more than one connection) --------
+
+
+@pytest.fixture
+async def pooled(cli_database: str) -> AsyncIterator[ServiceContext]:
+    """A context on a real pool over a migrated database of its own."""
+    await asyncio.to_thread(upgrade_head, cli_database)
+    ctx = ServiceContext(
+        database=Database.connect(cli_database, pool_size=4),
+        counter=default_counter(),
+        embedder=CountingEmbedder(),
+        settings=make_settings(embedder={"offload_embedding": "queued", "worker_idle_s": 0.05}),
+    )
+    yield ctx
+    await ctx.aclose()
+
+
+async def _queue_depth(ctx: ServiceContext) -> int:
+    async with ctx.database.transaction() as db:
+        return (await queue_store.depth(db)).chunks
+
+
+async def _until_drained(ctx: ServiceContext, seconds: float) -> int:
+    for _ in range(int(seconds / 0.05)):
+        depth = await _queue_depth(ctx)
+        if depth == 0:
+            return 0
+        await asyncio.sleep(0.05)
+    return await _queue_depth(ctx)
+
+
+async def test_concurrent_claims_skip_each_others_rows(pooled: ServiceContext) -> None:
+    await archive_facts(pooled, "w1")
+    total = await _queue_depth(pooled)
+    now, lease = pooled.clock(), timedelta(seconds=60)
+    async with pooled.database.transaction() as first:
+        mine = await queue_store.claim(first, 2, now, lease)
+        async with pooled.database.transaction() as second:  # another worker, meanwhile
+            theirs = await queue_store.claim(second, 100, now, lease)
+    assert len(mine) == 2 and len(theirs) == total - 2
+    assert not {c.id for c in mine} & {c.id for c in theirs}
+
+
+async def test_the_worker_embeds_what_turns_queue_and_stops_when_told(
+    pooled: ServiceContext,
+) -> None:
+    stop = asyncio.Event()
+    worker = asyncio.create_task(run_worker(pooled, stop))
+    try:
+        await archive_facts(pooled, "w2")
+        assert await _until_drained(pooled, 10) == 0
+        found = await recall_query(pooled, DEFAULT_TENANT, "w2", QUESTION, 3)
+        assert found.pending_chunks == 0
+        assert any(r.vector_score is not None for r in found.results)
+    finally:
+        stop.set()
+        await asyncio.wait_for(worker, 5)
+
+
+async def test_ebbtide_worker_runs_on_its_own_and_stops_on_sigterm(
+    pooled: ServiceContext, cli_database: str
+) -> None:
+    await archive_facts(pooled, "w3")
+    assert await _queue_depth(pooled) > 0
+    env = {**os.environ, "DATABASE_URL": cli_database, "EBBTIDE_EMBEDDER__KIND": "hash"}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "app.cli",
+        "worker",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        assert await _until_drained(pooled, 60) == 0
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output, _ = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 0, output
+    assert b"embedding worker stopped" in output
+    response = await run_turn(pooled, turn_input("w3", [user(QUESTION)]))
+    assert response.recall.pending_chunks == 0
