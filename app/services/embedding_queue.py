@@ -68,12 +68,15 @@ async def embed_batch(ctx: ServiceContext) -> BatchReport | None:
     texts = [u.text(c.raw_text)[: settings.max_chars] for c, units in work for u in units]
     started = time.perf_counter()
     embedder = ctx.worker_embedder or ctx.embedder
-    vectors, failure = await ctx.embedder_gate.passages(
-        lambda: embedder.embed_passages(texts), settings.passage_timeout_s
-    )
+    try:
+        vectors, failure = await ctx.embedder_gate.passages(
+            lambda: embedder.embed_passages(texts), settings.passage_timeout_s
+        )
+    except BaseException:  # an unexpected error, or the worker stopped: claims go back
+        await _release(ctx, claimed, until)
+        raise
     if vectors is None:
-        async with ctx.database.transaction() as db:
-            await queue_store.release(db, claimed, until)
+        await _release(ctx, claimed, until)
         metrics.EMBEDDING_BATCHES.labels(outcome="embedder_failed").inc()
         return BatchReport(len(claimed), 0, 0, 0, 0, failure)
     metrics.EMBEDDING_BATCH_SECONDS.observe(time.perf_counter() - started)
@@ -83,6 +86,11 @@ async def embed_batch(ctx: ServiceContext) -> BatchReport | None:
     metrics.EMBEDDED_UNITS.inc(len(texts))
     metrics.EMBEDDED_WORDS.inc(words)
     return BatchReport(len(claimed), written, len(texts), words, len(claimed) - written)
+
+
+async def _release(ctx: ServiceContext, claimed: list[ChunkRow], until: datetime) -> None:
+    async with ctx.database.transaction() as db:
+        await queue_store.release(db, claimed, until)
 
 
 async def _write_vectors(
@@ -145,6 +153,9 @@ async def run_worker(ctx: ServiceContext, stop: asyncio.Event) -> None:
             await observe_depth(ctx)
         except DatabaseUnavailable:
             log.warning("embedding worker: database unavailable; retrying")
+            report, pause = None, settings.worker_retry_s
+        except Exception as error:  # a worker that died would stall the queue for good
+            log.warning("embedding worker: batch failed (%s); retrying", type(error).__name__)
             report, pause = None, settings.worker_retry_s
         if report is not None and report.failure is not None:
             log.warning("embedding worker: %s; claims released, retrying", report.failure)

@@ -8,7 +8,7 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 
 import pytest
@@ -208,6 +208,34 @@ async def test_the_worker_embeds_what_turns_queue_and_stops_when_told(
         found = await recall_query(pooled, DEFAULT_TENANT, "w2", QUESTION, 3)
         assert found.pending_chunks == 0
         assert any(r.vector_score is not None for r in found.results)
+    finally:
+        stop.set()
+        await asyncio.wait_for(worker, 5)
+
+
+class BrokenOnce(CountingEmbedder):
+    """Raises an unexpected error on its first batch, then embeds."""
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        if self.passage_calls == 0:
+            self.passage_calls += 1
+            raise RuntimeError("a bug in the embedder")
+        return await super().embed_passages(texts)
+
+
+async def test_an_unexpected_failure_gives_the_claims_back_and_the_worker_goes_on(
+    pooled: ServiceContext,
+) -> None:
+    await archive_facts(pooled, "w4")
+    pooled.embedder = BrokenOnce()
+    pooled.settings = make_settings(
+        embedder={"offload_embedding": "queued", "worker_idle_s": 0.05, "worker_retry_s": 0.05}
+    )
+    stop = asyncio.Event()
+    worker = asyncio.create_task(run_worker(pooled, stop))
+    try:
+        assert await _until_drained(pooled, 10) == 0  # not stuck behind the failed claims
+        assert not worker.done()
     finally:
         stop.set()
         await asyncio.wait_for(worker, 5)
