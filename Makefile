@@ -1,11 +1,12 @@
 # Two commands on a fresh machine: `make run` and `make test`. Both create .venv and install.
-# `make test` = lint (ruff, mypy, layer contracts) + the whole suite on the embedded Postgres.
+# `make test` = lint (ruff, mypy, layer contracts) + the whole suite on the embedded Postgres,
+# with Debian's Chromium for the inspector's browser tests (installed when missing, as root).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install lint format openapi clean
+.PHONY: run test install lint format openapi clean chromium
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,9 +19,12 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/ebbtide serve
 
-test: lint
+test: lint chromium
 	$(BIN)/pytest --cov=app --cov=ebbtide --cov-report=term --cov-fail-under=90
 	$(BIN)/coverage report --include='app/core/*' --fail-under=100
+
+chromium:
+	bash scripts/ensure_chromium.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check app ebbtide tests scripts

@@ -10,9 +10,12 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from app.services.context import ServiceContext
 
 
 def resolve_database_url(settings: Settings) -> str:
@@ -99,8 +102,11 @@ def encryption(settings: Settings, args: argparse.Namespace) -> None:
     if args.action == "new-key":
         print(new_key())
         return
+    from app.console import ConsoleProgress
+
     keys = settings.encryption.key_list()
-    report = _with_database(settings, reseal_all)
+    with ConsoleProgress() as progress:
+        report = _with_database(settings, lambda ctx: reseal_all(ctx, progress=progress))
     rows = ", ".join(f"{table} {count}" for table, count in report.rows_by_table.items())
     state = f"under key 1 of {len(keys)}" if keys else "as plain text (no key configured)"
     print(f"ebbtide: rewrote rows {state}: {rows}")
@@ -115,7 +121,10 @@ def purge(settings: Settings, args: argparse.Namespace) -> None:
         raise SystemExit(
             "ebbtide: no retention period; set EBBTIDE_RETENTION__DAYS or pass --older-than-days"
         )
-    purged = _with_database(settings, lambda ctx: purge_expired(ctx, days))
+    from app.console import ConsoleProgress
+
+    with ConsoleProgress() as progress:
+        purged = _with_database(settings, lambda ctx: purge_expired(ctx, days, progress))
     print(f"ebbtide: purged {purged} sessions idle for more than {days:g} days")
 
 
@@ -164,15 +173,47 @@ def serve(settings: Settings) -> None:
     keys = asyncio.run(_keys_exist(settings, url))
     check_bind(settings.host, keys)
     docs = settings.docs if settings.docs is not None else not keys
-    print(f"ebbtide: database migrated; serving on http://{settings.host}:{settings.port}")
+    app = create_app(
+        settings=settings,
+        database_url=url,
+        serve_docs=docs,
+        on_ready=lambda ctx: print(startup_banner(settings, ctx, keys=keys, docs=docs), flush=True),
+    )
     uvicorn.run(
-        create_app(settings=settings, database_url=url, serve_docs=docs),
+        app,
         host=settings.host,
         port=settings.port,
         log_level=settings.log.level.lower(),
         log_config=None,  # keep the handlers configure_logging installed
         access_log=False,  # RequestObserver writes one line per request instead
     )
+
+
+def startup_banner(settings: Settings, ctx: ServiceContext, *, keys: bool, docs: bool) -> str:
+    """What `ebbtide serve` says once it is up: where its data lives, whether keys are on,
+    which embedder it loaded, and where the inspector and the API docs are."""
+    from sqlalchemy.engine import make_url
+
+    if settings.database_url:
+        where = make_url(settings.database_url).render_as_string(hide_password=True)
+        data = f"Postgres at {where} (DATABASE_URL)"
+    else:
+        data = f"embedded Postgres 16 + pgvector in {settings.data_dir.resolve() / 'pg'}"
+    if keys:
+        access = "API keys on: every call needs one; the inspector asks for one at /ui/login"
+    else:
+        access = (
+            "API keys off (development mode, loopback only); "
+            "`ebbtide keys create --tenant NAME` turns them on"
+        )
+    embedder = f"embedder {ctx.embedder.model_name} ({settings.embedder.kind})"
+    if settings.embedder.worker:
+        embedder += "; offloads are embedded by a worker in this process"
+    base = f"http://{settings.host}:{settings.port}"
+    pages = [f"inspector {base}/ui/" if settings.inspector.enabled else "inspector off"]
+    pages.append(f"API docs {base}/docs" if docs else "API docs off (EBBTIDE_DOCS=true)")
+    lines = [f"data: {data}", access, embedder, ", ".join(pages), f"serving on {base}"]
+    return "\n".join(f"ebbtide: {line}" for line in lines)
 
 
 def mcp_stdio(settings: Settings) -> None:
@@ -199,6 +240,7 @@ def mcp_stdio(settings: Settings) -> None:
 def reembed(settings: Settings, key: str | None, now: bool) -> None:
     import asyncio
 
+    from app.console import ConsoleProgress
     from app.main import build_context
     from app.services.reembed import reembed as run_reembed
 
@@ -207,7 +249,8 @@ def reembed(settings: Settings, key: str | None, now: bool) -> None:
     async def go() -> None:
         ctx = build_context(settings, url)
         try:
-            report = await run_reembed(ctx, key, now=now)
+            with ConsoleProgress() as progress:
+                report = await run_reembed(ctx, key, now=now, progress=progress)
         finally:
             await ctx.aclose()
         model = ctx.embedder.model_name
@@ -267,10 +310,12 @@ def evaluate(settings: Settings, args: argparse.Namespace) -> None:
 
 def bench(settings: Settings, args: argparse.Namespace) -> None:
     from app.bench.run import BenchConfig, run_bench
+    from app.console import ConsoleProgress
 
     config = BenchConfig.quick() if args.quick else BenchConfig()
     command = "ebbtide bench " + " ".join(sys.argv[2:])
-    results = run_bench(config, args.out, settings.data_dir, command)
+    with ConsoleProgress() as progress:
+        results = run_bench(config, args.out, settings.data_dir, command, progress)
     for target in results["targets"]:
         verdict = "met" if target["met"] else "NOT met"
         print(f"ebbtide: {target['target']}: {target['value']} ({verdict})")

@@ -89,6 +89,12 @@ class TextFormatter(logging.Formatter):
         return redacted(text)
 
 
+# Libraries that narrate their routine work at INFO: pgserver prints initdb's whole output and
+# every pg_ctl call, alembic every plugin it loads and every migration it runs. Their warnings
+# and errors still show; `log.level=debug` shows everything.
+CHATTY_LIBRARIES = ("pgserver", "alembic")
+
+
 def configure_logging(settings: LogSettings) -> None:
     """Replaces the root handlers: everything (uvicorn's too) goes out in one format."""
     handler = logging.StreamHandler()
@@ -96,6 +102,9 @@ def configure_logging(settings: LogSettings) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.level.upper())
+    quiet = logging.DEBUG if root.level <= logging.DEBUG else max(logging.WARNING, root.level)
+    for name in CHATTY_LIBRARIES:
+        logging.getLogger(name).setLevel(quiet)
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True

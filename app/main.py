@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 
 from fastapi import FastAPI
@@ -14,6 +14,7 @@ from app.api.observability import RequestObserver
 from app.api.proxy import PROXY_PREFIX
 from app.api.proxy import router as proxy_router
 from app.api.routes import router
+from app.api.ui import install_inspector
 from app.bench.floor import router as floor_router
 from app.core.ports import ChatModel, Embedder, QueryRewriter, Reranker
 from app.providers.embedders import (
@@ -142,10 +143,12 @@ def create_app(
     context: ServiceContext | None = None,
     database_url: str | None = None,
     serve_docs: bool = True,
+    on_ready: Callable[[ServiceContext], None] | None = None,
 ) -> FastAPI:
     """`context` is given by tests (bound to a rolled-back connection); otherwise the
     lifespan connects to `database_url` (already migrated by `ebbtide serve`). `serve_docs`:
-    the interactive docs and the schema, which answer without a key."""
+    the interactive docs and the schema, which answer without a key. `on_ready`: called
+    with the context once the lifespan has built it (`ebbtide serve` says what it loaded)."""
     settings = settings or (context.settings if context else get_settings())
 
     @asynccontextmanager
@@ -168,6 +171,8 @@ def create_app(
             # `ebbtide serve` started the embedded Postgres for this URL: keep it up
             supervisor = supervise_embedded(settings.data_dir, settings.db.embedded_check_s)
             timers.append(asyncio.create_task(supervisor))
+        if on_ready is not None:
+            on_ready(app.state.context)
         try:
             async with mcp.session_manager.run():
                 yield
@@ -194,6 +199,8 @@ def create_app(
     install_error_handlers(app)
     app.include_router(router)
     app.include_router(proxy_router)
+    if settings.inspector.enabled:
+        install_inspector(app)
     if settings.floor_endpoint:
         app.include_router(floor_router)
     mcp = build_mcp(lambda: app.state.context, bearer_from_headers)

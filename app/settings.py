@@ -264,6 +264,13 @@ class RecallSettings(BaseModel):
         "what every question shares stops favouring short, question-like units.",
     )
     embed_timeout_s: float = Field(5.0, gt=0)
+    trace_candidates: int = Field(
+        20,
+        ge=0,
+        le=200,
+        description="Candidates a turn's event records with their scores and why each was or "
+        "was not injected (the inspector reads them); injected ones always.",
+    )
 
 
 class MemoryToolSettings(BaseModel):
@@ -404,6 +411,24 @@ class ProxySettings(BaseModel):
     )
 
 
+class InspectorSettings(BaseModel):
+    """The session inspector at /ui (docs/OBSERVABILITY.md)."""
+
+    enabled: bool = Field(True, description="Serve the inspector pages under /ui.")
+    timeline_turns: int = Field(
+        2000, ge=1, le=100_000, description="The chart draws at most the newest this many turns."
+    )
+    sessions_per_page: int = Field(50, ge=1, le=1000)
+    chunks_per_page: int = Field(50, ge=1, le=1000)
+    trace_max_chunks: int = Field(
+        5000,
+        ge=1,
+        description="A detail is looked for in at most the newest this many chunks (their "
+        "text is read and matched in the process, since it may be encrypted at rest).",
+    )
+    max_trace_chars: int = Field(500, ge=1, description="A detail to trace is at most this long.")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="EBBTIDE_", env_nested_delimiter="__", extra="ignore", populate_by_name=True
@@ -439,6 +464,7 @@ class Settings(BaseSettings):
     db: DatabaseSettings = DatabaseSettings()
     log: LogSettings = LogSettings()
     proxy: ProxySettings = ProxySettings()
+    inspector: InspectorSettings = InspectorSettings()
 
 
 @lru_cache

@@ -38,6 +38,7 @@ STATUS_BY_ERROR: dict[type[errors.DomainError], int] = {
     errors.Forbidden: 403,
     errors.SessionNotFound: 404,
     errors.ChunkNotFound: 404,
+    errors.TurnNotFound: 404,
     errors.BlobNotFound: 404,
     errors.IdempotencyKeyReused: 409,
     errors.ReplayForgotten: 409,

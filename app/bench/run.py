@@ -27,8 +27,9 @@ import json
 import random
 import time
 import uuid
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ import httpx
 
 from app.bench.report import markdown
 from app.bench.servers import Server, rss_mib, serving
+from app.core.ports import Progress, no_progress
 from app.core.stats import percentiles
 from app.store.embedded import drop_database, fresh_database, start_embedded
 
@@ -239,10 +241,16 @@ def embedding_lag(samples: Samples) -> dict[str, Any]:
 # --- 1. per-turn latency against the floor ------------------------------------------------------
 
 
-async def per_turn_latency(server: Server, config: BenchConfig) -> dict[str, Any]:
+async def per_turn_latency(
+    server: Server, config: BenchConfig, progress: Progress = no_progress
+) -> dict[str, Any]:
     rng = random.Random(config.seed)
+    stage = "bench: per-turn latency (turns)"
+    steady_turns = config.steady_warm_up_turns + config.steady_turns
+    progress(stage, 0, config.warm_up_turns + config.latency_turns + steady_turns)
     async with httpx.AsyncClient(base_url=server.base, timeout=TURN_TIMEOUT_S) as client:
         await _warm_up(client, rng, config.warm_up_turns)
+        progress(stage, config.warm_up_turns)
         await until_drained(server, DRAIN_LIMIT_S)
         before = await scrape(client)
         never: list[Timed] = []
@@ -252,12 +260,14 @@ async def per_turn_latency(server: Server, config: BenchConfig) -> dict[str, Any
             body = turn_body(rng, i % 10, 128_000, 80, "auto")
             floor.append(await post_turn(client, f"/bench/floor/floor-{i // 10}", body))
             never.append(await post_turn(client, f"/sessions/{session}/turn", body))
+            progress(stage, 1)
         steady: list[Timed] = []
         quiet: list[Timed] = []  # the same conversation with recall off: offloads alone
-        for t in range(config.steady_warm_up_turns + config.steady_turns):
+        for t in range(steady_turns):
             body = turn_body(rng, t, 4000, 110, "force")
             timed = await post_turn(client, "/sessions/steady/turn", body)
             alone = await post_turn(client, "/sessions/offloads/turn", {**body, "recall": "off"})
+            progress(stage, 1)
             if t >= config.steady_warm_up_turns:
                 steady.append(timed)
                 quiet.append(alone)
@@ -286,7 +296,9 @@ async def _warm_up(client: httpx.AsyncClient, rng: random.Random, turns: int) ->
 # --- 2. growth with history ---------------------------------------------------------------------
 
 
-async def history_growth(server: Server, config: BenchConfig) -> dict[str, Any]:
+async def history_growth(
+    server: Server, config: BenchConfig, progress: Progress = no_progress
+) -> dict[str, Any]:
     """One session of short turns in a 1,024-token window: it offloads from about turn 8 on,
     and from then every turn searches the archive (auto mode). The figure at turn N is over
     the turns N, N+1, … (`history_window` of them) that searched and did not offload;
@@ -295,11 +307,14 @@ async def history_growth(server: Server, config: BenchConfig) -> dict[str, Any]:
     rng = random.Random(config.seed + 1)
     last = max(config.history_points) + config.history_window - 1
     by_turn: dict[int, Timed] = {}
+    stage = "bench: growth with history (turns)"
+    progress(stage, 0, last)
     async with httpx.AsyncClient(base_url=server.base, timeout=TURN_TIMEOUT_S) as client:
         for t in range(1, last + 1):
             by_turn[t] = await post_turn(
                 client, "/sessions/history/turn", turn_body(rng, t, 1024, 40, "auto")
             )
+            progress(stage, 1)
     points = {}
     for point in config.history_points:
         window = [
@@ -337,18 +352,26 @@ async def archive_growth(database_url: str, config: BenchConfig) -> dict[str, An
 # --- 4. throughput ------------------------------------------------------------------------------
 
 
-async def throughput(server: Server, config: BenchConfig) -> dict[str, Any]:
+async def throughput(
+    server: Server, config: BenchConfig, progress: Progress = no_progress
+) -> dict[str, Any]:
     """Each level: that many new sessions at once, each posting `session_turns` turns in a
     2,048-token window, so every session goes through the same mix (quiet turns, offloads,
     turns that recall) whatever the level."""
     levels = []
     for sessions in config.concurrency:
-        levels.append(await _level(server, sessions, config.session_turns, config.seed))
+        stage = f"bench: throughput at {sessions} sessions (turns)"
+        progress(stage, 0, sessions * config.session_turns)
+        turned = partial(progress, stage, 1)
+        levels.append(await _level(server, sessions, config.session_turns, config.seed, turned))
     return {"levels": levels, "turns_per_session": config.session_turns, "window": 2048}
 
 
-async def _level(server: Server, sessions: int, turns: int, seed: int) -> dict[str, Any]:
-    """One level; after it, the embedding queue is waited for (the time to drain)."""
+async def _level(
+    server: Server, sessions: int, turns: int, seed: int, turned: Callable[[], None]
+) -> dict[str, Any]:
+    """One level; after it, the embedding queue is waited for (the time to drain).
+    `turned` hears of every turn answered."""
     latencies: list[float] = []
     kinds = {"offloaded": 0, "searched": 0}
     errors = 0
@@ -372,6 +395,8 @@ async def _level(server: Server, sessions: int, turns: int, seed: int) -> dict[s
                 except httpx.HTTPError:
                     errors += 1
                     continue
+                finally:
+                    turned()
                 latencies.append(timed.client_ms)
                 kinds["offloaded"] += timed.offloaded
                 kinds["searched"] += timed.searched
@@ -505,8 +530,15 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def run_bench(config: BenchConfig, out: Path, data_dir: Path, command: str) -> dict[str, Any]:
-    """Runs every section (servers started and stopped here), writes bench.json and bench.md."""
+def run_bench(
+    config: BenchConfig,
+    out: Path,
+    data_dir: Path,
+    command: str,
+    progress: Progress = no_progress,
+) -> dict[str, Any]:
+    """Runs every section (servers started and stopped here), writes bench.json and bench.md;
+    `progress` hears of each section and of every turn posted."""
     out.mkdir(parents=True, exist_ok=True)
     admin = start_embedded(data_dir, database="postgres")
     names = {kind: f"ebbtide_bench_{kind}" for kind in ("local", "hash", "archive")}
@@ -515,13 +547,17 @@ def run_bench(config: BenchConfig, out: Path, data_dir: Path, command: str) -> d
     results: dict[str, Any] = {"command": command, "config": asdict(config)}
     try:
         # In-process sections first, while no server competes for the two cores.
+        progress("bench: embedding cost", 0, 1)
         results["embedding"] = asyncio.run(embedding_cost(config))
+        progress("bench: embedding cost", 1)
+        progress("bench: growth with archive size", 0, 1)
         results["archive"] = asyncio.run(archive_growth(urls["archive"], config))
+        progress("bench: growth with archive size", 1)
         with serving(urls["local"], "local", out / "server-local.log") as server:
-            results["latency"] = asyncio.run(per_turn_latency(server, config))
-            results["throughput"] = asyncio.run(throughput(server, config))
+            results["latency"] = asyncio.run(per_turn_latency(server, config, progress))
+            results["throughput"] = asyncio.run(throughput(server, config, progress))
         with serving(urls["hash"], "hash", out / "server-hash.log") as server:
-            results["history"] = asyncio.run(history_growth(server, config))
+            results["history"] = asyncio.run(history_growth(server, config, progress))
     finally:
         for name in names.values():
             drop_database(admin, name)

@@ -98,6 +98,12 @@ class ChunkNotFound(DomainError):
     code = "chunk_not_found"
 
 
+class TurnNotFound(DomainError):
+    """The session recorded no such turn (or it was written before turns were recorded)."""
+
+    code = "turn_not_found"
+
+
 class BlobNotFound(DomainError):
     """No offloaded payload of the session has that hash."""
 

@@ -102,3 +102,14 @@ class ModelUpstream(Protocol):
     async def send(self, request: UpstreamRequest) -> UpstreamReply: ...
 
     async def open_stream(self, request: UpstreamRequest) -> UpstreamStream: ...
+
+
+class Progress(Protocol):
+    """Where a long job reports its advance (the CLI draws it): `done` more items of `stage`
+    are finished; `total`, when known, is the stage's size. A new `stage` starts a new count."""
+
+    def __call__(self, stage: str, done: int, total: int | None = None) -> None: ...
+
+
+def no_progress(stage: str, done: int, total: int | None = None) -> None:
+    """A `Progress` that reports nowhere (the server's own timers, the tests)."""

@@ -291,7 +291,7 @@ def excerpt(
     return f"{'[…] ' if lo > 0 else ''}{body}{' […]' if hi < len(segments) - 1 else ''}", True
 
 
-def _in_window(candidate: Candidate, window_seqs: Collection[int]) -> bool:
+def in_window(candidate: Candidate, window_seqs: Collection[int]) -> bool:
     return all(seq in window_seqs for seq in range(candidate.seq_start, candidate.seq_end + 1))
 
 
@@ -347,7 +347,7 @@ def pack(
             break
         if any(c.hit.candidate.chunk_id == candidate.chunk_id for c in chosen):
             continue
-        if _in_window(candidate, window_seqs):
+        if in_window(candidate, window_seqs):
             continue
         item = _fit(candidate, min(per_chunk_tokens, budget_tokens - used), count, focus, shape)
         if item is None:

@@ -1,8 +1,12 @@
-"""Latency summaries for benchmarks."""
+"""Summaries for benchmarks and evaluations: latency percentiles, and the 95 % interval of a
+share measured on a sample."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+
+Z_95 = 1.959964  # the normal quantile of a two-sided 95 % interval
 
 
 def percentiles(values: Sequence[float]) -> dict[str, float]:
@@ -16,3 +20,16 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
         return round(ordered[index], 3)
 
     return {"p50": rank(0.50), "p95": rank(0.95), "p99": rank(0.99), "n": len(ordered)}
+
+
+def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
+    """The Wilson score interval of a share `successes / n` (95 % by default). Unlike the
+    normal approximation it stays inside [0, 1] and is not empty at 0 or n, which matters
+    for the 20-question samples an evaluation has. (0, 1) for no sample."""
+    if n <= 0:
+        return 0.0, 1.0
+    share = successes / n
+    denominator = 1 + z * z / n
+    centre = (share + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)

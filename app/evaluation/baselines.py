@@ -27,12 +27,13 @@ from app.core.facts import Fact, SourceMessage, apply, extract
 from app.core.formats import openai
 from app.core.messages import Message
 from app.core.notes import NotesBody, render, update_body
+from app.core.plan import session_budget
 from app.core.ports import Embedder, EmbedderUnavailable, TokenCounter
 from app.core.tokens import PROMPT_OVERHEAD, count_message, count_text_block
 from app.core.vectors import cosine
 from app.evaluation.scenarios import post
 from app.services.context import ServiceContext
-from app.services.policies import notes_limits
+from app.services.policies import notes_limits, plan_policy
 from app.settings import Settings
 
 STRATEGIES = ("truncation", "compaction", "full_rag", "ebbtide")
@@ -78,6 +79,24 @@ def budget_of(ctx: Kit, window: int) -> int:
     return window - resolve_reserve(
         window, None, settings.reserve_tokens, settings.reserve_max_fraction
     )
+
+
+def budget_lines(ctx: Kit, window: int) -> dict[str, float]:
+    """What the prompt-tokens plot draws: the window, the budget every strategy must fit
+    (window − reserve), and Ebbtide's watermark lines, which are shares of that budget less
+    the room kept for recall."""
+    rules = plan_policy(ctx.settings)
+    ebbtide = session_budget(rules, window, None)
+    policy = rules.policy
+    return {
+        "window": window,
+        "budget": budget_of(ctx, window),
+        "ebbtide_budget": ebbtide.available,
+        "offload_ratio": policy.offload_ratio,
+        "emergency_ratio": policy.emergency_ratio,
+        "offload_at": ebbtide.line(policy.offload_ratio),
+        "emergency_at": ebbtide.line(policy.emergency_ratio),
+    }
 
 
 @dataclass

@@ -39,6 +39,7 @@ from app.evaluation.baselines import (
     Strategy,
     Truncation,
     TurnOutput,
+    budget_lines,
     budget_of,
 )
 from app.evaluation.hard_recall import HardConfig, rows, run_pressure
@@ -115,6 +116,8 @@ class NeedleRun:
     far_needles: int
     guard_rate: float
     series: Series
+    questions: int = 0  # the sample Recall@5 is measured on
+    hits: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -169,6 +172,8 @@ async def run_needles(
         far_needles=far,
         guard_rate=round(guarded / len(NEVER_SAID), 4),
         series=series,
+        questions=len(scenario.questions),
+        hits=hits,
     )
 
 
@@ -246,7 +251,8 @@ async def evaluate(
         for name in STRATEGIES
     ]
     tasks = [(await run_task(kit, make, name, config, progress)).as_dict() for name in STRATEGIES]
-    return {"config": asdict(config), "needles": needles, "task": tasks}
+    lines = budget_lines(kit, config.window)
+    return {"config": asdict(config), "lines": lines, "needles": needles, "task": tasks}
 
 
 async def evaluate_hard(ctx: ServiceContext, config: HardConfig) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 
 from app import metrics
 from app.core.errors import DatabaseUnavailable
+from app.core.ports import Progress, no_progress
 from app.core.types import UnitDraft
 from app.services.context import ServiceContext
 from app.store import chunks as chunk_store
@@ -114,21 +115,29 @@ async def _write_vectors(
     return written
 
 
-async def drain(ctx: ServiceContext) -> DrainReport:
-    """Embeds batches until the queue is empty (or the embedder fails)."""
+async def drain(
+    ctx: ServiceContext, progress: Progress = no_progress, total: int | None = None
+) -> DrainReport:
+    """Embeds batches until the queue is empty (or the embedder fails); `progress` hears of
+    every batch's chunks (`total`: how many were pending, when known)."""
     started = time.perf_counter()
     embedded = units = words = 0
+    progress(DRAIN_STAGE, 0, total)
     while True:
         report = await embed_batch(ctx)
         if report is None or report.failure is not None:
             stopped_by = report.failure if report is not None else None
             seconds = round(time.perf_counter() - started, 3)
             return DrainReport(embedded, units, words, seconds, stopped_by)
+        progress(DRAIN_STAGE, report.embedded)
         embedded, units, words = (
             embedded + report.embedded,
             units + report.units,
             words + report.words,
         )
+
+
+DRAIN_STAGE = "embed queued chunks"
 
 
 async def observe_depth(ctx: ServiceContext) -> queue_store.QueueDepth:

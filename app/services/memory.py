@@ -143,7 +143,11 @@ async def remember(
         await _check_rate(ctx, db, row.id)
         draft = replace(draft, turn_start=row.turn_count, turn_end=row.turn_count)
         await chunk_store.insert_chunks(
-            db, row.id, [EmbeddedChunk(draft, vector, unit_vectors)], ctx.embedder.model_name
+            db,
+            row.id,
+            [EmbeddedChunk(draft, vector, unit_vectors)],
+            ctx.embedder.model_name,
+            archived_turn=row.turn_count + 1,  # the next turn is the first that can recall it
         )
         facts = remembered_facts(text, tags, row.turn_count)
         if facts:

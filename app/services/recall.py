@@ -54,11 +54,12 @@ REWRITER_FAILED = "rewriter_failed"
 class Retrieval:
     query: RewrittenQuery  # as searched for (with the rewriter's restatement, if any)
     items: list[Injected]
-    considered: list[ScoredHit]
+    considered: list[ScoredHit]  # the evidence, in its final order
     fallback: str | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
     already_in_context: tuple[str, ...] = ()  # excluded hits, best first
     pending_chunks: int = 0  # searched by words only: no vectors yet (the embedding queue)
+    fused: list[ScoredHit] = field(default_factory=list)  # every candidate, by fused score
 
     def recalled(self) -> tuple[RecalledChunk, ...]:
         return tuple(_recalled(item) for item in self.items)
@@ -406,6 +407,7 @@ async def retrieve(
     # is judged without it: a chunk in the context never vouches for the ones around it.
     held = rerank.evidence(hits, rules, gated=True)
     excluded = [h.candidate.chunk_id for h in held if h.candidate.chunk_id in exclude_ids]
+    fused = hits
     hits = [h for h in hits if h.candidate.chunk_id not in exclude_ids]
     hits, rerank_fallback = await _ranked_evidence(ctx, query, hits, rules, gated=gated)
     items = rerank.pack(
@@ -428,6 +430,7 @@ async def retrieve(
         timings_ms=timings,
         already_in_context=tuple(excluded),
         pending_chunks=pending,
+        fused=fused,
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.core.ports import Progress, no_progress
 from app.services.context import ServiceContext
 from app.services.embedding_queue import drain
 from app.store import embedding_queue as queue_store
@@ -20,11 +21,16 @@ class ReembedReport:
 
 
 async def reembed(
-    ctx: ServiceContext, session_key: str | None = None, *, now: bool = False
+    ctx: ServiceContext,
+    session_key: str | None = None,
+    *,
+    now: bool = False,
+    progress: Progress = no_progress,
 ) -> ReembedReport:
+    """`progress` hears of every batch embedded (with `now`)."""
     async with ctx.database.transaction() as db:
         queued = await queue_store.enqueue_stale(db, ctx.embedder.model_name, session_key)
     if not now:
         return ReembedReport(queued, 0, None)
-    drained = await drain(ctx)
+    drained = await drain(ctx, progress, total=queued)
     return ReembedReport(queued, drained.embedded, drained.stopped_by)

@@ -26,6 +26,7 @@ from app.core.assemble import anchor_seq, recalled_block
 from app.core.budget import Level
 from app.core.messages import Message
 from app.core.plan import Snapshot, TurnInput, TurnPlan, held_recall_tokens
+from app.core.recall_trace import CandidateTrace, RecallDecisions, trace_candidates
 from app.core.rerank import NO_MATCH_LINE, Injected, format_block
 from app.core.results import RecalledChunk, RecallMode, TurnRecallSummary
 from app.core.rewrite import RewrittenQuery, is_acknowledgement, rewrite
@@ -53,6 +54,8 @@ class TurnRecall:
     # Window messages whose held blocks give way to this turn's (the room was full).
     dropped_seqs: set[int] = field(default_factory=set)
     timings_ms: dict[str, float] = field(default_factory=dict)
+    # The best candidates with their scores and why each was or was not injected (the event).
+    candidates: tuple[CandidateTrace, ...] = ()
 
     def window(self, plan: TurnPlan) -> list[WindowMessage]:
         """The window after the turn: this turn's block rides on its newest user message,
@@ -224,6 +227,8 @@ async def recall_for_turn(
     query = _query_of(ctx, asked, recent)
     top_k, cap, room = _limits(ctx, plan, extra_tokens)
     forced = inp.recall == "force" or query.has_reference
+    window_seqs = {m.seq for m in plan.window_after if m.stub_chunk_id is None}
+    held = held_chunk_ids(plan.window_after)
     found = await retrieve(
         ctx,
         inp.key,
@@ -231,9 +236,9 @@ async def recall_for_turn(
         top_k=top_k,
         budget_tokens=min(cap, room),
         gated=not forced,
-        window_seqs={m.seq for m in plan.window_after if m.stub_chunk_id is None},
+        window_seqs=window_seqs,
         fresh=batch.chunks,
-        exclude_ids=held_chunk_ids(plan.window_after),
+        exclude_ids=held,
         recent=recent,
     )
     items = _fitted(found.items, plan.window_after, room, set(found.already_in_context), result)
@@ -241,6 +246,10 @@ async def recall_for_turn(
     result.query, result.fallback, result.timings_ms = found.query, found.fallback, found.timings_ms
     result.pending_chunks = found.pending_chunks
     result.hits = tuple(hit for hit in found.recalled() if hit.chunk_id in kept)
+    decisions = RecallDecisions(found.considered, kept, held, window_seqs, top_k, query.period)
+    result.candidates = trace_candidates(
+        found.fused, decisions, ctx.settings.recall.trace_candidates
+    )
     if items:
         result.block = format_block(items)
     elif found.already_in_context:  # the evidence is in a block the window holds

@@ -8,12 +8,13 @@ from dataclasses import dataclass
 
 from app.core.assemble import Prompt
 from app.core.plan import Snapshot, TurnInput, TurnPlan, held_recall_tokens
+from app.core.recall_trace import CandidateTrace
 from app.core.results import HistoryMatch, OffloadSummary, TurnResult, TurnUsage
 from app.core.tokens import calibrated
 from app.core.types import JsonObject, WindowMessage
 from app.services.notes import NotesUpdate
 from app.services.offload import OffloadBatch
-from app.services.turn_recall import TurnRecall
+from app.services.turn_recall import TurnRecall, held_chunk_ids
 
 
 @dataclass(frozen=True)
@@ -113,11 +114,17 @@ def event_payload(outcome: Outcome, result: TurnResult) -> JsonObject:
     """The turn's event row (a JSON column): what it decided and measured, ids and numbers
     only, besides the queries (scrubbed by a forget)."""
     offload, recall, notes = result.offload, result.recall, result.notes
+    policy = outcome.plan.config.policy
+    recall_ids = [hit.chunk_id for hit in recall.hits]
     return {
         "level": result.usage.level.value,
         "trigger_ratio": result.usage.trigger_ratio,
         "watermark": result.usage.watermark,
         "prompt_tokens": result.usage.prompt_tokens,
+        "context_window": result.usage.context_window,
+        "budget": result.usage.budget,
+        "offload_ratio": policy.offload_ratio,
+        "emergency_ratio": policy.emergency_ratio,
         "observed_prompt_tokens": result.usage.observed_prompt_tokens,
         "observed_cached_tokens": result.usage.observed_cached_tokens,
         "messages_added": len(outcome.plan.new_messages),
@@ -133,7 +140,7 @@ def event_payload(outcome: Outcome, result: TurnResult) -> JsonObject:
         "recall": {
             "query_raw": recall.query_raw,
             "query_rewritten": recall.query_rewritten,
-            "recall_ids": [hit.chunk_id for hit in recall.hits],
+            "recall_ids": recall_ids,
             "rerank_scores": [hit.score for hit in recall.hits],
             "final_k": recall.final_k,
             "injected_tokens": recall.injected_tokens,
@@ -142,6 +149,9 @@ def event_payload(outcome: Outcome, result: TurnResult) -> JsonObject:
             "cleared_held": recall.cleared_held,
             "pending_chunks": recall.pending_chunks,
             "skipped_reason": recall.skipped_reason,
+            "fallback": recall.fallback,
+            "held_ids": sorted(held_chunk_ids(outcome.window) - set(recall_ids)),
+            "candidates": [_candidate(c) for c in outcome.recall.candidates],
         },
         "notes": {
             "updated": notes.updated,
@@ -160,6 +170,19 @@ def event_payload(outcome: Outcome, result: TurnResult) -> JsonObject:
         "fallback_flag": offload.fallback or recall.fallback,
         "timings_ms": dict(result.timings_ms),
         "history": _history(result.history),
+    }
+
+
+def _candidate(trace: CandidateTrace) -> JsonObject:
+    return {
+        "chunk_id": trace.chunk_id,
+        "turn_range": list(trace.turn_range),
+        "vector_score": trace.vector_score,
+        "similarity": trace.similarity,
+        "lexical_score": trace.lexical_score,
+        "fused_score": trace.fused_score,
+        "margin": trace.margin,
+        "outcome": trace.outcome.value,
     }
 
 

@@ -423,7 +423,9 @@ async def _write_turn(
     elif outcome.recall.dropped_seqs:
         await session_store.clear_recalled(db, inp.key, outcome.recall.dropped_seqs)
     await session_store.insert_messages(db, inp.key, outcome.new_messages)
-    await chunk_store.insert_chunks(db, inp.key, batch.chunks, ctx.embedder.model_name)
+    await chunk_store.insert_chunks(
+        db, inp.key, batch.chunks, ctx.embedder.model_name, archived_turn=plan.turn
+    )
     await session_store.mark_offloaded(db, inp.key, batch.chunk_of())
     await _write_notes(db, inp.key, plan.turn, outcome.notes, snap)
     _update_session_row(row, outcome)

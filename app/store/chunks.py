@@ -18,9 +18,14 @@ from app.store.sealing import blind_terms
 
 
 async def insert_chunks(
-    db: AsyncSession, session_id: str, chunks: Sequence[EmbeddedChunk], embedding_model: str
+    db: AsyncSession,
+    session_id: str,
+    chunks: Sequence[EmbeddedChunk],
+    embedding_model: str,
+    archived_turn: int,
 ) -> None:
-    """Writes the chunks and their units; a chunk without vectors is marked for re-embedding."""
+    """Writes the chunks and their units; a chunk without vectors is marked for re-embedding.
+    `archived_turn`: the first turn that has them in its archive."""
     for chunk in chunks:
         draft, vector = chunk.draft, chunk.vector
         db.add(
@@ -45,6 +50,7 @@ async def insert_chunks(
                 content_hash=draft.content_hash,
                 sources=list(draft.sources) or None,
                 blob_hashes=[blob.hash for blob in draft.blobs] or None,
+                archived_turn=archived_turn,
             )
         )
     await db.flush()  # the units refer to their chunk

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -82,13 +83,17 @@ def forget_dead_handles(pgdata: Path) -> list[int]:
 
 
 def _server(data_dir: Path) -> Any:
-    from pgserver.postgres_server import get_server  # only the embedded mode needs it
+    with warnings.catch_warnings():
+        # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI) as pgserver loads;
+        # its fallback directory serves pgserver as well.
+        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+        from pgserver.postgres_server import get_server  # only the embedded mode needs it
 
-    pgdata = _pgdata(data_dir)
-    pgdata.parent.mkdir(parents=True, exist_ok=True)
-    if pgdata.exists():
-        forget_dead_handles(pgdata)
-    return get_server(pgdata, cleanup_mode="stop")
+        pgdata = _pgdata(data_dir)
+        pgdata.parent.mkdir(parents=True, exist_ok=True)
+        if pgdata.exists():
+            forget_dead_handles(pgdata)
+        return get_server(pgdata, cleanup_mode="stop")
 
 
 def embedded_running(data_dir: Path) -> bool:

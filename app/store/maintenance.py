@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Column, Table, and_, delete, or_, select, update
+from sqlalchemy import Column, Table, and_, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql import FromClause
 
 from app.store.models import Base, ChunkRow, SessionRow
 from app.store.sealing import SealedJson, SealedText
@@ -73,6 +74,20 @@ async def chunk_texts(
     if after is not None:
         statement = statement.where(_after((ChunkRow.session_id, ChunkRow.id), after))
     return [(r[0], r[1], r[2]) for r in (await db.execute(statement)).all()]
+
+
+async def count_rows(db: AsyncSession, table: FromClause) -> int:
+    """A table's rows (for a long job's progress: it may change while the job runs)."""
+    return int(await db.scalar(select(func.count()).select_from(table)) or 0)
+
+
+async def count_expired(db: AsyncSession, idle_before: datetime) -> int:
+    return int(
+        await db.scalar(
+            select(func.count()).select_from(SessionRow).where(SessionRow.updated_at < idle_before)
+        )
+        or 0
+    )
 
 
 async def expired_sessions(db: AsyncSession, idle_before: datetime, limit: int) -> list[str]:

@@ -191,6 +191,9 @@ class ChunkRow(Base):
     superseded_turn: Mapped[int | None] = mapped_column(Integer)
     # A worker's claim on a pending chunk: until then no other worker takes it.
     embedding_claimed_until: Mapped[datetime | None]
+    # The first turn that had the chunk in its archive (the offloading turn; for a remembered
+    # point, the turn after); empty for chunks written before it was recorded.
+    archived_turn: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = _created_at()
 
 

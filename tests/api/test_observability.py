@@ -127,8 +127,32 @@ async def test_the_dashboard_queries_only_metrics_that_exist(
     }
     assert queried and queried <= exposed, queried - exposed
     titles = " ".join(title for title, _ in dashboard_queries()).lower()
-    for topic in ("watermark", "offloads", "tokens freed", "hit rate", "p50", "p95", "fallbacks"):
+    for topic in (
+        "watermark",
+        "offloads",
+        "tokens freed",
+        "hit rate",
+        "p50",
+        "p95",
+        "fallbacks",
+        "error rate",
+        "prompt and injected tokens",
+        "whole-turn latency",
+        "embedding queue",
+        "embedding lag",
+    ):
         assert topic in titles, topic
+
+
+def test_every_dashboard_query_is_scoped_by_the_job_and_instance_variables() -> None:
+    dashboard = json.loads((ROOT / "deploy/grafana/dashboards/ebbtide.json").read_text())
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert set(variables) == {"job", "instance"}
+    assert all(v["includeAll"] and v["type"] == "query" for v in variables.values())
+    assert "$job" in variables["instance"]["query"]["query"]  # instances of the chosen jobs
+    for title, expr in dashboard_queries():
+        for selector in re.findall(r"\bebbtide_\w+(\{[^}]*\})?", expr):
+            assert 'job=~"$job"' in selector and 'instance=~"$instance"' in selector, title
 
 
 async def test_every_turn_has_its_event_with_the_seeds_fields_paged(

@@ -22,6 +22,20 @@ def test_serve_starts_embedded_postgres_migrates_and_answers_turns(tmp_path: Pat
         # development mode (no key): the interactive docs are served
         assert httpx.get(f"{base}/docs").status_code == 200
         assert httpx.get(f"{base}/openapi.json").status_code == 200
+        assert httpx.get(f"{base}/ui/").status_code == 200
+    said = (tmp_path / "serve.log").read_text()
+    data = tmp_path.resolve() / "data" / "pg"
+    for line in (
+        f"ebbtide: data: embedded Postgres 16 + pgvector in {data}",
+        "ebbtide: API keys off (development mode, loopback only)",
+        "ebbtide: embedder multilingual-e5-small",
+        f"ebbtide: inspector {base}/ui/, API docs {base}/docs",
+        f"ebbtide: serving on {base}",
+    ):
+        assert line in said, line
+    # pgserver's initdb output, its pg_ctl calls and alembic's plugin lines stay out
+    for chatter in ("initdb", "Running commandline", "setup plugin", "XDG_RUNTIME_DIR"):
+        assert chatter not in said, chatter
 
 
 def test_with_keys_the_docs_and_the_schema_are_not_served(
@@ -32,3 +46,6 @@ def test_with_keys_the_docs_and_the_schema_are_not_served(
         response = httpx.get(f"{live.base}{path}")
         assert response.status_code == 404, path
         assert response.json()["error"]["code"] == "not_found"
+    said = live.log.read_text()
+    assert "ebbtide: API keys on: every call needs one" in said
+    assert f"ebbtide: inspector {live.base}/ui/, API docs off (EBBTIDE_DOCS=true)" in said

@@ -25,8 +25,27 @@ TOY = BenchConfig(
 )
 
 
+class Recorded:
+    """A `Progress` that keeps what it heard: each stage's total and what was done of it."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, int | None] = {}
+        self.done: dict[str, int] = {}
+
+    def __call__(self, stage: str, done: int, total: int | None = None) -> None:
+        if total is not None:
+            self.totals[stage] = total
+        self.done[stage] = self.done.get(stage, 0) + done
+
+
 def test_every_section_runs_and_is_reported(tmp_path: Path) -> None:
-    results = run_bench(TOY, tmp_path, PROJECT_ROOT / ".ebbtide-test", "ebbtide bench (toy)")
+    progress = Recorded()
+    results = run_bench(
+        TOY, tmp_path, PROJECT_ROOT / ".ebbtide-test", "ebbtide bench (toy)", progress
+    )
+    # Every section said it ran, and each counted stage reached its total.
+    assert len(progress.totals) == 2 + 1 + len(TOY.concurrency) + 1
+    assert progress.done == progress.totals
     saved = json.loads((tmp_path / "bench.json").read_text())
     assert saved["targets"] == results["targets"] and len(saved["targets"]) == 6
     assert all(isinstance(t["met"], bool) and t["value"] > 0 for t in saved["targets"])

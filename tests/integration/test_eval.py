@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from app.evaluation.baselines import (
     CompactionOnly,
@@ -68,6 +69,12 @@ async def test_quick_eval_holds_the_protocols_bars(database: Database, tmp_path:
     for kept in ("constraint", "open_item", "goal", "done", "reference"):
         assert task["ebbtide"][f"{kept}_retention"] == 1.0, kept
     assert task["truncation"]["constraint_retention"] < 1.0
+
+    lines = report["lines"]  # what the prompt-tokens plot draws
+    assert lines["offload_at"] < lines["emergency_at"] < lines["budget"] < lines["window"]
+    for run in report["needles"]:  # the recall plot's sample sizes and intervals
+        assert run["questions"] > 0
+        assert run["hits"] / run["questions"] == pytest.approx(run["recall_at_5"], abs=1e-4)
 
     write_report(report, tmp_path, "ebbtide eval --quick")
     assert_report_files(tmp_path)

@@ -26,7 +26,7 @@ async def _store(db: AsyncSession, texts: list[str]) -> None:
         EmbeddedChunk(remember_draft(f"ck_{i:03d}", text, 10, i, now, "user"), None)
         for i, text in enumerate(texts)
     ]
-    await chunk_store.insert_chunks(db, KEY, drafts, "none")
+    await chunk_store.insert_chunks(db, KEY, drafts, "none", archived_turn=1)
 
 
 async def test_the_rare_terms_holder_ranks_first(database: Database) -> None:

@@ -100,7 +100,10 @@ def test_purge_command(cli_database: str, capsys: pytest.CaptureFixture[str]) ->
     with pytest.raises(SystemExit, match="no retention period"):
         main(["purge"])
     main(["purge", "--older-than-days", "30"])
-    assert "purged 0 sessions idle for more than 30 days" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "purged 0 sessions idle for more than 30 days" in printed.out
+    # progress goes to stderr, so that stdout stays the result
+    assert "ebbtide: purge idle sessions: 0 of 0 done" in printed.err
 
 
 def test_encryption_commands(
@@ -118,5 +121,7 @@ def test_encryption_commands(
         from app.store.sealing import use_sealer
 
         use_sealer(None)
-    out = capsys.readouterr().out
-    assert "under key 1 of 1" in out and "lexical index of 0 chunks" in out
+    printed = capsys.readouterr()
+    assert "under key 1 of 1" in printed.out and "lexical index of 0 chunks" in printed.out
+    for stage in ("re-encrypt sessions", "re-encrypt messages", "rebuild the lexical index"):
+        assert f"ebbtide: {stage}: 0 of 0 done" in printed.err, stage
