@@ -136,7 +136,7 @@ async def login(
     if not await keys_exist(ctx):  # development mode: every caller is let in, keyless
         return RedirectResponse(_safe_next(next), status_code=303)
     try:
-        caller = await authenticate(ctx, key.strip() or None)
+        caller = await authenticate(ctx, key.strip() or None, how="an API key")
         caller.require(Scope.READ)
     except (Unauthenticated, Forbidden) as error:
         context = {"next": _safe_next(next), "error": error.message}

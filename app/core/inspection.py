@@ -18,7 +18,7 @@ from app.core.recall_trace import (
     DetailPlace,
     TurnRecallTrace,
 )
-from app.core.results import NotesState, SessionCounts, TurnRange, WatermarkView
+from app.core.results import SessionStatus, TurnRange
 
 
 @dataclass(frozen=True)
@@ -123,13 +123,8 @@ class ArchivePage:
 
 @dataclass(frozen=True)
 class SessionInspection:
-    session_id: str
-    model: str | None
-    turns: int
-    window: WatermarkView | None
-    counts: SessionCounts
-    notes: NotesState | None
-    facts: tuple[FactRecord, ...]
+    status: SessionStatus  # as `GET /sessions/{id}/status` answers it
+    facts: tuple[FactRecord, ...]  # every fact, whatever its status
     timeline: tuple[TimelinePoint, ...]  # oldest first; the newest turns only, when long
     timeline_truncated: bool
     archive: ArchivePage

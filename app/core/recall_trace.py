@@ -76,6 +76,7 @@ def _outcomes(fused: Sequence[ScoredHit], d: RecallDecisions) -> dict[str, Candi
         chunk_id = hit.candidate.chunk_id
         if chunk_id not in d.held and not in_window(hit.candidate, d.window_seqs):
             eligible_rank.setdefault(chunk_id, len(eligible_rank))
+    evidence = {hit.candidate.chunk_id for hit in d.evidence}
     outcomes = {}
     for hit in fused:
         chunk_id = hit.candidate.chunk_id
@@ -83,7 +84,7 @@ def _outcomes(fused: Sequence[ScoredHit], d: RecallDecisions) -> dict[str, Candi
             outcome = CandidateOutcome.INJECTED
         elif chunk_id in d.held:
             outcome = CandidateOutcome.HELD
-        elif chunk_id not in {h.candidate.chunk_id for h in d.evidence}:
+        elif chunk_id not in evidence:
             off_day = d.period is not None and not hit.candidate.said_within(d.period)
             outcome = CandidateOutcome.OFF_THE_DAY if off_day else CandidateOutcome.NOT_EVIDENCE
         elif chunk_id not in eligible_rank:

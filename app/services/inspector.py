@@ -16,10 +16,9 @@ from app.core.inspection import (
 )
 from app.core.plan import session_policy
 from app.core.recall_trace import locate
-from app.core.results import NotesState
 from app.services.context import ServiceContext
 from app.services.policies import plan_policy
-from app.services.sessions import owned_session, watermark_view
+from app.services.sessions import owned_session, session_status, watermark_view
 from app.store import events as event_store
 from app.store import inspector as inspector_store
 from app.store import sessions as session_store
@@ -48,13 +47,12 @@ async def inspect_session(
     turn: int | None = None,
     archive_page: int = 0,
 ) -> SessionInspection:
-    """Everything the session page shows; `turn`: the turn whose recall is detailed (None:
-    the newest)."""
+    """Everything the session page shows: the status the API answers, then the history in
+    one more read. `turn`: the turn whose recall is detailed (None: the newest)."""
+    status = await session_status(ctx, tenant_id, session_id)
     settings = ctx.settings.inspector
     async with ctx.database.transaction() as db:
         row = await owned_session(db, tenant_id, session_id)
-        counts = await session_store.counts(db, row.id)
-        notes = await session_store.notes_for(db, row.id)
         facts = await inspector_store.all_facts(db, row.id)
         size = settings.chunks_per_page
         archive = await inspector_store.archive_page(db, row.id, size, archive_page * size)
@@ -62,20 +60,17 @@ async def inspect_session(
         asked = _event_of(events, turn)
         if turn is not None and asked is None:
             asked = await event_store.turn_event(db, row.id, turn)
-    truncated = len(events) > settings.timeline_turns
-    events = events[-settings.timeline_turns :]
-    lines = _lines(ctx, row)
     if turn is not None and asked is None:
         raise TurnNotFound("the session recorded no such turn", turn=turn)
+    truncated = len(events) > settings.timeline_turns
+    lines = _lines(ctx, row)
     return SessionInspection(
-        session_id=session_id,
-        model=row.model,
-        turns=row.turn_count,
-        window=watermark_view(ctx.settings, row),
-        counts=counts,
-        notes=NotesState(notes.rendered, notes.tokens, notes.needs_rebuild) if notes else None,
+        status=status,
         facts=tuple(facts),
-        timeline=tuple(timeline_point(e.turn or 0, e.created_at, e.payload, lines) for e in events),
+        timeline=tuple(
+            timeline_point(e.turn or 0, e.created_at, e.payload, lines)
+            for e in events[-settings.timeline_turns :]
+        ),
         timeline_truncated=truncated,
         archive=archive,
         turn=_detail(asked),

@@ -232,7 +232,16 @@ async def test_vectors_of_another_model_are_never_compared(
     assert hits and all(hit.vector_score is None for hit in hits)  # lexical only
     queued = await reembed(ctx, "local/r14")  # into the queue: nothing embedded yet
     assert queued.queued > 0 and queued.embedded == 0
-    assert (await reembed(ctx, "local/r14", now=True)).embedded == queued.queued
+    heard: list[tuple[str, int, int | None]] = []
+
+    def progress(stage: str, done: int, total: int | None = None) -> None:
+        heard.append((stage, done, total))
+
+    now = await reembed(ctx, "local/r14", now=True, progress=progress)
+    assert now.embedded == queued.queued
+    # the command's progress: the total first, then every batch's chunks
+    assert heard[0] == ("embed queued chunks", 0, queued.queued)
+    assert sum(done for _, done, _ in heard) == now.embedded and len(heard) > 1
 
 
 async def test_recall_endpoint_returns_capped_raw_text_or_no_match(
