@@ -69,7 +69,6 @@ class LoginRequired(Exception):
     def __init__(self, path: str, reason: str) -> None:
         super().__init__(reason)
         self.path = path
-        self.reason = reason
 
 
 async def _caller(request: Request, ctx: ServiceContext) -> Principal:
@@ -111,7 +110,7 @@ def _login_redirect(_: Request, error: Exception) -> Response:
 
 def _safe_next(target: str | None) -> str:
     """Only a path of the inspector: never another site (an open redirect)."""
-    if target and target.startswith(f"{UI_PREFIX}/") and not target.startswith("//"):
+    if target and target.startswith(f"{UI_PREFIX}/"):
         return target
     return f"{UI_PREFIX}/"
 

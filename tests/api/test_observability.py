@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +25,8 @@ from tests.api.live import LiveServer
 from tests.api.test_mcp import SECRET, converse
 from tests.builders import turn_body, user, words
 from tests.conftest import make_settings
+
+LOG_WAIT_S = 5.0  # how long a request's log line may trail its answer
 
 ROOT = Path(__file__).resolve().parents[2]
 SESSION = "obs-1"
@@ -233,12 +236,18 @@ def test_the_live_server_writes_json_lines_without_the_text(
 ) -> None:
     live, keys = keys_and_server
     converse(live.base, keys["full"], "obs-live")
-    text = live.log.read_text()
-    lines = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
-    routes: defaultdict[str, int] = defaultdict(int)
-    for line in lines:
-        if line["msg"] == "request":
-            routes[line["route"]] += 1
-            assert line["request_id"] and line["tenant"] in (None, "acme")
+    # A request's line is written once its answer has gone out: the last may trail it.
+    deadline = time.monotonic() + LOG_WAIT_S
+    while True:
+        text = live.log.read_text()
+        lines = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+        routes: defaultdict[str, int] = defaultdict(int)
+        for line in lines:
+            if line["msg"] == "request":
+                routes[line["route"]] += 1
+                assert line["request_id"] and line["tenant"] in (None, "acme")
+        if routes["/sessions/{session_id}/turn"] >= 41 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert routes["/sessions/{session_id}/turn"] >= 41
     assert "Zorblax" not in text

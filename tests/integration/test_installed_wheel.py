@@ -1,7 +1,8 @@
 """The package as users install it: the wheel built from this tree, installed with its
 declared dependencies only into a fresh virtualenv outside the tree, serves from an empty
 folder (its own embedded Postgres, migrations read from inside the package) until a turn
-answers 200. This is also the path the Docker image takes."""
+answers 200 and the inspector's page renders. This is also the path the Docker image
+takes."""
 
 from __future__ import annotations
 
@@ -50,6 +51,10 @@ def test_the_built_wheel_installs_and_serves_a_turn_from_an_empty_folder(tmp_pat
         turn = httpx.post(f"{base}/sessions/installed/turn", json=body, timeout=60)
         assert turn.status_code == 200, turn.text
         assert turn.json()["messages"][-1]["content"] == "hello"
+        # the inspector's templates and static files ship inside the package
+        page = httpx.get(f"{base}/ui/sessions/installed", timeout=30)
+        assert page.status_code == 200 and 'id="budget-chart"' in page.text
+        assert httpx.get(f"{base}/ui/static/inspector.js").status_code == 200
     finally:
         server.terminate()
         server.wait(timeout=60)
