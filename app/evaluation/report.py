@@ -90,10 +90,8 @@ def recall_figure(report: dict[str, Any]) -> Figure:
         xlabel="conversation length / context window",
         ylabel="Recall@5 (fact in prompt)",
         ylim=(-0.05, 1.05),
-        title=f"Needle recall vs window pressure ({n_text} questions per point)",
-    )
-    axes.text(
-        0.01, 0.01, "bars: Wilson 95 % interval", transform=axes.transAxes, fontsize=8, alpha=0.7
+        title=f"Needle recall vs window pressure\n({n_text} questions per point; "
+        "bars: Wilson 95 % interval)",
     )
     axes.set_xticks(pressures)
     axes.legend(fontsize=8)
