@@ -206,9 +206,12 @@ def startup_banner(settings: Settings, ctx: ServiceContext, *, keys: bool, docs:
             "API keys off (development mode, loopback only); "
             "`ebbtide keys create --tenant NAME` turns them on"
         )
-    embedder = f"embedder {ctx.embedder.model_name} ({settings.embedder.kind})"
-    if settings.embedder.worker:
-        embedder += "; offloads are embedded by a worker in this process"
+    embedder = f"embedder {ctx.embedder.model_name} ({settings.embedder.kind}); " + (
+        "offloads embed before they answer"
+        if settings.embedder.offload_embedding == "inline"
+        else "offloads queue their embedding for "
+        + ("a worker in this process" if settings.embedder.worker else "`ebbtide worker`")
+    )
     base = f"http://{settings.host}:{settings.port}"
     pages = [f"inspector {base}/ui/" if settings.inspector.enabled else "inspector off"]
     pages.append(f"API docs {base}/docs" if docs else "API docs off (EBBTIDE_DOCS=true)")

@@ -28,7 +28,8 @@ def test_serve_starts_embedded_postgres_migrates_and_answers_turns(tmp_path: Pat
     for line in (
         f"ebbtide: data: embedded Postgres 16 + pgvector in {data}",
         "ebbtide: API keys off (development mode, loopback only)",
-        "ebbtide: embedder multilingual-e5-small",
+        "ebbtide: embedder multilingual-e5-small-q4 (local); offloads queue their embedding for a "
+        "worker in this process",
         f"ebbtide: inspector {base}/ui/, API docs {base}/docs",
         f"ebbtide: serving on {base}",
     ):
