@@ -204,7 +204,6 @@ async def session_page(
         "s": found,
         "chart": budget_chart(found.timeline),
         "outcome_words": OUTCOME_WORDS,
-        "archive_pages": -(-found.archive.total // found.archive.limit),
     }
     return templates.TemplateResponse(request, "session.html", context)
 

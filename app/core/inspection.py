@@ -120,6 +120,10 @@ class ArchivePage:
     offset: int
     limit: int
 
+    @property
+    def pages(self) -> int:
+        return -(-self.total // self.limit)  # ceiling division
+
 
 @dataclass(frozen=True)
 class SessionInspection:

@@ -14,15 +14,15 @@ from app.core.inspection import (
     recall_detail,
     timeline_point,
 )
-from app.core.plan import session_policy
 from app.core.recall_trace import locate
+from app.core.results import SessionStatus
 from app.services.context import ServiceContext
 from app.services.policies import plan_policy
-from app.services.sessions import owned_session, session_status, watermark_view
+from app.services.sessions import owned_session, session_status
 from app.store import events as event_store
 from app.store import inspector as inspector_store
 from app.store import sessions as session_store
-from app.store.models import EventRow, SessionRow
+from app.store.models import EventRow
 
 
 async def list_sessions(ctx: ServiceContext, tenant_id: str, page: int) -> list[SessionSummary]:
@@ -32,10 +32,11 @@ async def list_sessions(ctx: ServiceContext, tenant_id: str, page: int) -> list[
         return await inspector_store.tenant_sessions(db, tenant_id, size, page * size)
 
 
-def _lines(ctx: ServiceContext, row: SessionRow) -> Lines:
-    """The lines to draw for turns whose event did not record them: the session's now."""
-    policy = session_policy(plan_policy(ctx.settings), row.policy)
-    view = watermark_view(ctx.settings, row)
+def _lines(ctx: ServiceContext, status: SessionStatus) -> Lines:
+    """The lines to draw for turns whose event did not record them: the session's now, as
+    its status reads them (the defaults while no window is known)."""
+    view = status.window
+    policy = view.policy if view else plan_policy(ctx.settings).policy
     return Lines(view.budget if view else 0, policy.offload_ratio, policy.emergency_ratio)
 
 
@@ -63,7 +64,7 @@ async def inspect_session(
     if turn is not None and asked is None:
         raise TurnNotFound("the session recorded no such turn", turn=turn)
     truncated = len(events) > settings.timeline_turns
-    lines = _lines(ctx, row)
+    lines = _lines(ctx, status)
     return SessionInspection(
         status=status,
         facts=tuple(facts),
