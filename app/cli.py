@@ -1,5 +1,5 @@
-"""The `ebbtide` command: serve, migrate, mcp, keys, reembed, worker, eval, bench, encryption,
-purge, openapi."""
+"""The `ebbtide` command: serve, migrate, distribute, mcp, keys, reembed, worker, eval, bench,
+encryption, purge, openapi."""
 
 from __future__ import annotations
 
@@ -126,6 +126,29 @@ def purge(settings: Settings, args: argparse.Namespace) -> None:
     with ConsoleProgress() as progress:
         purged = _with_database(settings, lambda ctx: purge_expired(ctx, days, progress))
     print(f"ebbtide: purged {purged} sessions idle for more than {days:g} days")
+
+
+def distribute(settings: Settings, print_only: bool) -> None:
+    """Migrates, then shards the database by session on Citus (docs/SCALING.md)."""
+    from app.store.distribution import (
+        CitusMissing,
+        citus_statements,
+        distribute_on_citus,
+        require_citus,
+    )
+    from app.store.migrate import upgrade_head
+
+    if print_only:
+        print("\n".join(citus_statements()))
+        return
+    url = resolve_database_url(settings)
+    try:
+        require_citus(url)  # before migrating: a database that is not Citus is left alone
+    except CitusMissing as missing:
+        raise SystemExit(f"ebbtide: {missing}; see docs/SCALING.md") from None
+    upgrade_head(url)
+    ran = distribute_on_citus(url)
+    print(f"ebbtide: distributed {len(ran)} tables ({len(citus_statements()) - len(ran)} were)")
 
 
 def keys(settings: Settings, args: argparse.Namespace) -> None:
@@ -339,6 +362,12 @@ def main(argv: list[str] | None = None) -> None:
     commands.add_parser("serve", help="migrate, then serve HTTP on HOST:PORT")
     commands.add_parser("migrate", help="alembic upgrade head")
     commands.add_parser("mcp", help="serve the memory tool over MCP on stdio")
+    distributing = commands.add_parser(
+        "distribute", help="migrate, then shard the tables by session on Citus"
+    )
+    distributing.add_argument(
+        "--print", action="store_true", dest="print_only", help="print the SQL, run nothing"
+    )
     again = commands.add_parser(
         "reembed", help="embed chunks stored without a vector or with another model's"
     )
@@ -397,6 +426,8 @@ def main(argv: list[str] | None = None) -> None:
         mcp_stdio(settings)
     elif args.command == "migrate":
         print(f"ebbtide: migrated {_migrate(settings).split('@')[-1]}")
+    elif args.command == "distribute":
+        distribute(settings, args.print_only)
     elif args.command == "reembed":
         from app.core.types import session_key
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from app.core.types import session_key
 from app.services.recall import QueryVectors, search_archive
 from app.settings import RecallSettings
 from app.store.database import Database
+from app.store.distribution import partition_by_session
 from app.store.migrate import upgrade_head
 from app.store.models import DEFAULT_TENANT, EMBEDDING_DIMENSION
 from app.store.recall import lexical_candidates, unit_candidates
@@ -160,6 +162,40 @@ async def _search(
     return timings
 
 
+@dataclass(frozen=True)
+class LoadTimes:
+    load_s: float
+    index_build_s: float
+
+
+def load_archive(url: str, size: int, seed: int, partitions: int | None = None) -> LoadTimes:
+    """Migrates the empty database at `url` (its distributed tables partitioned by hash of
+    the session key when `partitions` is given) and loads `size` chunks into one session;
+    the same seed loads the same chunks."""
+    upgrade_head(url)
+    if partitions is not None:
+        partition_by_session(url, partitions)
+    _prepare(url)
+    return LoadTimes(*_load(url, 0, size, np.random.default_rng(seed)))
+
+
+async def search_timings(url: str, queries: int, seed: int) -> dict[str, list[float]]:
+    """`queries` searches of the loaded archive (after 20 to warm the cache and the pool),
+    in ms: the search stage and each of its two queries."""
+    return await _warm_and_time(url, np.random.default_rng(seed), queries)
+
+
+async def _warm_and_time(
+    url: str, rng: np.random.Generator, queries: int
+) -> dict[str, list[float]]:
+    database = Database.connect(url, pool_size=2)
+    try:
+        await _search(database, rng, min(20, queries))  # warm the cache and the pool
+        return await _search(database, rng, queries)
+    finally:
+        await database.dispose()
+
+
 async def measure(url: str, sizes: Sequence[int], queries: int, seed: int) -> dict[str, Any]:
     await asyncio.to_thread(upgrade_head, url)
     await asyncio.to_thread(_prepare, url)
@@ -169,12 +205,7 @@ async def measure(url: str, sizes: Sequence[int], queries: int, seed: int) -> di
     for size in sorted(sizes):
         load_s, index_s = await asyncio.to_thread(_load, url, loaded, size, rng)
         loaded = size
-        database = Database.connect(url, pool_size=2)
-        try:
-            await _search(database, rng, min(20, queries))  # warm the cache and the pool
-            timings = await _search(database, rng, queries)
-        finally:
-            await database.dispose()
+        timings = await _warm_and_time(url, rng, queries)
         results.append(
             {
                 "chunks": size,
@@ -185,12 +216,15 @@ async def measure(url: str, sizes: Sequence[int], queries: int, seed: int) -> di
                 "lexical_ms": percentiles(timings["lexical"]),
             }
         )
+    return {"sizes": results, "setup": setup()}
+
+
+def setup() -> str:
     settings = RecallSettings()
-    return {
-        "sizes": results,
-        "setup": f"one session; random unit vectors ({EMBEDDING_DIMENSION} dims), "
+    return (
+        f"one session; random unit vectors ({EMBEDDING_DIMENSION} dims), "
         f"{UNITS_PER_CHUNK} units per chunk; {TERMS_PER_CHUNK} terms per chunk from "
         f"{VOCABULARY}; queries of {TERMS_PER_QUERY} terms; R = {settings.candidates}; "
         f"exact below {settings.exact_max_units} units, else hnsw.ef_search = "
-        f"{settings.hnsw_ef_search}",
-    }
+        f"{settings.hnsw_ef_search}"
+    )

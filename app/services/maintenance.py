@@ -93,10 +93,12 @@ async def purge_expired(
     while True:
         async with ctx.database.transaction() as db:
             expired = await store.expired_sessions(db, idle_before, batch)
-            deleted = await store.delete_sessions(db, expired)
+            deleted = 0
+            for session_id in expired:
+                deleted += await store.delete_idle_session(db, session_id, idle_before)
         purged += deleted
         progress("purge idle sessions", deleted)
-        if len(expired) < batch:
+        if len(expired) < batch or deleted == 0:  # the rest, if any, are mid-turn
             break
     metrics.SESSIONS_PURGED.inc(purged)
     if purged:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import delete, func, select, tuple_, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
@@ -120,21 +120,22 @@ async def get_chunk(db: AsyncSession, session_id: str, chunk_id: str) -> ChunkRo
 async def units_of(
     db: AsyncSession, chunks: Sequence[ChunkRow]
 ) -> dict[tuple[str, str], list[UnitDraft]]:
-    """(session id, chunk id) → the chunk's units in order, for all `chunks` in one statement
-    (a chunk with none is absent)."""
-    if not chunks:
-        return {}
-    keys = [(chunk.session_id, chunk.id) for chunk in chunks]
-    rows = await db.execute(
-        select(ChunkUnitRow)
-        .options(defer(ChunkUnitRow.embedding))
-        .where(tuple_(ChunkUnitRow.session_id, ChunkUnitRow.chunk_id).in_(keys))
-        .order_by(ChunkUnitRow.session_id, ChunkUnitRow.chunk_id, ChunkUnitRow.ord)
-    )
+    """(session id, chunk id) → the chunk's units in order, one statement per session of
+    `chunks` (a chunk with none is absent)."""
+    by_session: dict[str, list[str]] = {}
+    for chunk in chunks:
+        by_session.setdefault(chunk.session_id, []).append(chunk.id)
     found: dict[tuple[str, str], list[UnitDraft]] = {}
-    for r in rows.scalars():
-        unit = UnitDraft(r.ord, r.seq, r.said_at, r.text_start, r.text_end, r.speaker)
-        found.setdefault((r.session_id, r.chunk_id), []).append(unit)
+    for session_id, chunk_ids in by_session.items():
+        rows = await db.execute(
+            select(ChunkUnitRow)
+            .options(defer(ChunkUnitRow.embedding))
+            .where(ChunkUnitRow.session_id == session_id, ChunkUnitRow.chunk_id.in_(chunk_ids))
+            .order_by(ChunkUnitRow.chunk_id, ChunkUnitRow.ord)
+        )
+        for r in rows.scalars():
+            unit = UnitDraft(r.ord, r.seq, r.said_at, r.text_start, r.text_end, r.speaker)
+            found.setdefault((r.session_id, r.chunk_id), []).append(unit)
     return found
 
 

@@ -26,26 +26,72 @@ def _pending() -> ColumnElement[bool]:
     return and_(ChunkRow.needs_embedding, ChunkRow.superseded_turn.is_(None))
 
 
+# The claim reads this many candidates per chunk it wants: another worker may be claiming the
+# oldest at the same moment (their rows are skipped, not waited for), and the next ones are
+# then at hand without a second scan of every session.
+CANDIDATES_PER_CLAIM = 4
+
+
 async def claim(db: AsyncSession, limit: int, now: datetime, lease: timedelta) -> list[ChunkRow]:
     """Up to `limit` pending chunks, oldest first, that no live claim holds, now claimed until
-    `now + lease`. Rows another transaction is claiming are skipped, not waited for."""
+    `now + lease`. Rows another transaction is claiming are skipped, not waited for.
+
+    Two steps, so that no lock is taken across sessions: the oldest candidates are read
+    without locks (a scan of every session, which on Citus reaches every shard, where
+    `FOR UPDATE` cannot go), then each session's are locked and claimed by a statement routed
+    to that session alone, the sessions of the oldest candidates first."""
+    candidates = await _oldest_unclaimed(db, limit * CANDIDATES_PER_CLAIM, now)
+    by_session: dict[str, list[str]] = {}
+    for session_id, chunk_id in candidates:
+        by_session.setdefault(session_id, []).append(chunk_id)
+    claimed: list[ChunkRow] = []
+    for session_id, chunk_ids in by_session.items():
+        wanted = limit - len(claimed)
+        if wanted <= 0:
+            break
+        claimed += await _claim_in_session(db, session_id, chunk_ids, wanted, now, now + lease)
+    return sorted(claimed, key=lambda chunk: (chunk.created_at, chunk.session_id, chunk.id))
+
+
+def _unclaimed(now: datetime) -> ColumnElement[bool]:
+    return ChunkRow.embedding_claimed_until.is_(None) | (ChunkRow.embedding_claimed_until < now)
+
+
+async def _oldest_unclaimed(db: AsyncSession, limit: int, now: datetime) -> list[tuple[str, str]]:
+    """(session id, chunk id) of the oldest pending chunks no live claim holds; no locks."""
+    rows = await db.execute(
+        select(ChunkRow.session_id, ChunkRow.id)
+        .where(_pending(), _unclaimed(now))
+        .order_by(ChunkRow.created_at)
+        .limit(limit)
+    )
+    return [(row[0], row[1]) for row in rows.all()]
+
+
+async def _claim_in_session(
+    db: AsyncSession,
+    session_id: str,
+    chunk_ids: Sequence[str],
+    limit: int,
+    now: datetime,
+    until: datetime,
+) -> list[ChunkRow]:
+    """Locks up to `limit` of the session's chunks among `chunk_ids`, oldest first, that are
+    still pending and unclaimed (skipping any another transaction holds), and claims them
+    until `until`."""
     rows = list(
         (
             await db.execute(
                 select(ChunkRow)
                 .options(defer(ChunkRow.embedding), defer(ChunkRow.lexical))
-                .where(_pending())
-                .where(
-                    ChunkRow.embedding_claimed_until.is_(None)
-                    | (ChunkRow.embedding_claimed_until < now)
-                )
+                .where(ChunkRow.session_id == session_id, ChunkRow.id.in_(chunk_ids))
+                .where(_pending(), _unclaimed(now))
                 .order_by(ChunkRow.created_at)
                 .limit(limit)
                 .with_for_update(skip_locked=True)
             )
         ).scalars()
     )
-    until = now + lease
     for row in rows:
         row.embedding_claimed_until = until
     await db.flush()

@@ -91,19 +91,27 @@ async def count_expired(db: AsyncSession, idle_before: datetime) -> int:
 
 
 async def expired_sessions(db: AsyncSession, idle_before: datetime, limit: int) -> list[str]:
+    """Up to `limit` sessions idle since before `idle_before`, the longest idle first. Read
+    without locks: it scans every session (every shard on Citus, where `FOR UPDATE` cannot
+    go); `delete_idle_session` then locks each by its key."""
     result = await db.execute(
         select(SessionRow.id)
         .where(SessionRow.updated_at < idle_before)
         .order_by(SessionRow.updated_at)
         .limit(limit)
-        .with_for_update(skip_locked=True)
     )
     return list(result.scalars())
 
 
-async def delete_sessions(db: AsyncSession, session_ids: Sequence[str]) -> int:
-    """Deletes the sessions; every table's rows go with them (ON DELETE CASCADE)."""
-    if not session_ids:
-        return 0
-    result = await db.execute(delete(SessionRow).where(SessionRow.id.in_(session_ids)))
-    return int(getattr(result, "rowcount", 0))
+async def delete_idle_session(db: AsyncSession, session_id: str, idle_before: datetime) -> bool:
+    """Deletes the session if it is still idle and no turn holds it (a locked row is skipped,
+    not waited for); every table's rows go with it (ON DELETE CASCADE)."""
+    still_idle = await db.scalar(
+        select(SessionRow.id)
+        .where(SessionRow.id == session_id, SessionRow.updated_at < idle_before)
+        .with_for_update(skip_locked=True)
+    )
+    if still_idle is None:
+        return False
+    await db.execute(delete(SessionRow).where(SessionRow.id == session_id))
+    return True

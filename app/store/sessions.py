@@ -27,7 +27,9 @@ async def session_with_notes(
     """The session, its notes and whether it has chunks, in one round trip (every turn
     starts with it); None for an unknown session. `lock`: the session row under `FOR UPDATE`
     (a turn that plans and writes in one transaction)."""
-    has_chunks = exists().where(ChunkRow.session_id == SessionRow.id).label("has_chunks")
+    # Bound to the key itself, not correlated with the outer row: a planner (Postgres's
+    # partition pruning, Citus's router) reads a constant where it cannot read a correlation.
+    has_chunks = exists().where(ChunkRow.session_id == session_id).label("has_chunks")
     statement = (
         select(SessionRow, NoteRow, has_chunks)
         .outerjoin(NoteRow, NoteRow.session_id == SessionRow.id)

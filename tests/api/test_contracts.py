@@ -4,12 +4,14 @@ There is no Docker engine on the build machines, so the compose stack is checked
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from app.cli import write_openapi
+from app.store.distribution import citus_statements
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -119,3 +121,47 @@ def test_the_image_and_the_compose_app_log_json() -> None:
         line for line in (ROOT / "Dockerfile").read_text().splitlines() if line.startswith("ENV ")
     ]
     assert any("EBBTIDE_LOG__FORMAT=json" in line.split() for line in env)
+
+
+def test_the_citus_compose_runs_a_coordinator_and_two_workers_with_pgvector() -> None:
+    compose = yaml.safe_load((ROOT / "docker-compose.citus.yml").read_text())
+    services = compose["services"]
+    nodes = {name: s for name, s in services.items() if s.get("build") == "deploy/citus"}
+    assert set(nodes) == {"coordinator", "worker1", "worker2", "cluster"}
+    dockerfile = (ROOT / "deploy/citus/Dockerfile").read_text()
+    assert "FROM citusdata/citus:12." in dockerfile and "postgresql-16-pgvector" in dockerfile
+    for name in ("coordinator", "worker1", "worker2"):
+        node = nodes[name]
+        volume, target = node["volumes"][0].split(":")
+        assert volume in compose["volumes"] and target == "/var/lib/postgresql/data"
+        assert "citus.propagate_set_commands=local" in node["command"]
+        assert "pg_isready" in " ".join(node["healthcheck"]["test"])
+        assert "ports" not in node  # trusted on the compose network only
+    # the one-shot job adds exactly the worker services to the coordinator
+    cluster = services["cluster"]
+    assert cluster["restart"] == "no" and "/cluster.sql" in cluster["command"]
+    script = (ROOT / "deploy/citus/cluster.sql").read_text()
+    assert set(re.findall(r"\('(worker\d+)'\)", script)) == {"worker1", "worker2"}
+    assert "citus_set_coordinator_host('coordinator'" in script and "vector" in script
+    assert {n: c["condition"] for n, c in cluster["depends_on"].items()} == {
+        name: "service_healthy" for name in ("coordinator", "worker1", "worker2")
+    }
+
+
+def test_the_citus_compose_distributes_before_serving_and_embeds_apart() -> None:
+    services = yaml.safe_load((ROOT / "docker-compose.citus.yml").read_text())["services"]
+    app, embedder = services["app"], services["embedder"]
+    assert app["depends_on"]["cluster"]["condition"] == "service_completed_successfully"
+    assert app["command"][-1] == "ebbtide distribute && exec ebbtide serve"
+    assert app["ports"] == ["127.0.0.1:8000:8000"]
+    for service in (app, embedder):
+        assert "@coordinator:5432/" in service["environment"]["DATABASE_URL"]
+    assert app["environment"]["EBBTIDE_EMBEDDER__WORKER"] == "false"
+    assert embedder["command"] == ["ebbtide", "worker"]
+
+
+def test_scaling_doc_lists_the_calls_ebbtide_distribute_makes() -> None:
+    """docs/SCALING.md cannot drift from the schema: it shows exactly these calls."""
+    doc = (ROOT / "docs/SCALING.md").read_text()
+    shown = [line for line in doc.splitlines() if "create_" in line and line.startswith("SELECT")]
+    assert shown == citus_statements()

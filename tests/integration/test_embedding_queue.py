@@ -197,6 +197,23 @@ async def test_concurrent_claims_skip_each_others_rows(pooled: ServiceContext) -
     assert not {c.id for c in mine} & {c.id for c in theirs}
 
 
+async def test_a_claim_racing_another_takes_the_next_oldest_not_nothing(
+    pooled: ServiceContext,
+) -> None:
+    """Both workers read the same oldest candidates without locks; the second skips the rows
+    the first is claiming and takes the next ones from the candidates it read."""
+    await archive_facts(pooled, "w3")
+    assert await _queue_depth(pooled) >= 4
+    now, lease = pooled.clock(), timedelta(seconds=60)
+    async with pooled.database.transaction() as first:
+        mine = await queue_store.claim(first, 2, now, lease)
+        async with pooled.database.transaction() as second:
+            theirs = await queue_store.claim(second, 2, now, lease)
+    assert len(mine) == 2 and len(theirs) == 2
+    assert max(c.created_at for c in mine) <= min(c.created_at for c in theirs)
+    assert not {c.id for c in mine} & {c.id for c in theirs}
+
+
 async def test_the_worker_embeds_what_turns_queue_and_stops_when_told(
     pooled: ServiceContext,
 ) -> None:
