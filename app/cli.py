@@ -129,7 +129,8 @@ def purge(settings: Settings, args: argparse.Namespace) -> None:
 
 
 def distribute(settings: Settings, print_only: bool) -> None:
-    """Migrates, then shards the database by session on Citus (docs/SCALING.md)."""
+    """Shards the database by session on Citus (docs/SCALING.md): checks that it is Citus,
+    migrates it, then distributes the tables not yet distributed."""
     from app.store.distribution import (
         CitusMissing,
         citus_statements,
@@ -148,7 +149,8 @@ def distribute(settings: Settings, print_only: bool) -> None:
         raise SystemExit(f"ebbtide: {missing}; see docs/SCALING.md") from None
     upgrade_head(url)
     ran = distribute_on_citus(url)
-    print(f"ebbtide: distributed {len(ran)} tables ({len(citus_statements()) - len(ran)} were)")
+    already = len(citus_statements()) - len(ran)
+    print(f"ebbtide: distributed {len(ran)} tables ({already} already were)")
 
 
 def keys(settings: Settings, args: argparse.Namespace) -> None:

@@ -1,11 +1,11 @@
 """How the schema shards by session (docs/SCALING.md).
 
-Every table is one of two kinds. A *distributed* table holds one session's rows and carries the
-session key, its distribution column: `sessions.id`, every other table's `session_id`. All of
-them are co-located (a session's rows of every table live on one shard), so a statement that
-filters on the key with an equality runs on one shard, and the foreign keys between them hold
-within it. A *reference* table has no session key and is small (`tenants`, `api_keys`): Citus
-copies it to every worker.
+Every table is one of two kinds. Each row of a *distributed* table belongs to one session and
+carries its key in the distribution column: `sessions.id`, every other table's `session_id`.
+All of them are co-located (a session's rows of every table live on one shard), so a
+statement that filters on the key with an equality runs on one shard, and the foreign keys
+between them hold within it. A *reference* table has no session key and is small (`tenants`,
+`api_keys`): Citus copies it to every worker.
 
 `citus_statements()` is what turns a migrated database into a distributed one on Citus.
 `partition_by_session()` is its stand-in on plain Postgres: it rebuilds each distributed

@@ -4,10 +4,15 @@ goals live in docs/BENCHMARKS.md); shapes, counts and errors are."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
+import psycopg
+
+from app.bench import archive
 from app.bench.run import BenchConfig, run_bench
+from tests.api.live import fresh_named_database
 from tests.conftest import PROJECT_ROOT
 
 TOY = BenchConfig(
@@ -86,3 +91,23 @@ def test_every_section_runs_and_is_reported(tmp_path: Path) -> None:
         "## Local embedder",
     ):
         assert heading in report
+
+
+async def test_the_archive_loads_on_hash_partitions_and_is_searched_there(
+    database_url: str,
+) -> None:
+    """scripts/measure_partitions.py's two steps on a small archive: every chunk lands in the
+    bench session's one partition, and each search finds the candidates it asks for."""
+    with fresh_named_database(database_url, "ebbtide_bench_parts") as url:
+        await asyncio.to_thread(archive.load_archive, url, 300, 3, 4)  # migrates: a thread
+        with psycopg.connect(url) as db:
+            counts = db.execute(
+                "SELECT tableoid::regclass::text, count(*) FROM chunks GROUP BY 1"
+            ).fetchall()
+        assert len(counts) == 1 and counts[0][1] == 300 and counts[0][0].startswith("chunks_p")
+        timings = await archive.search_timings(url, queries=3, seed=3)
+    assert {stage: len(values) for stage, values in timings.items()} == {
+        "vector": 3,
+        "lexical": 3,
+        "search": 3,
+    }

@@ -36,7 +36,12 @@ from app.services.context import ServiceContext
 from app.services.embedding_queue import drain, observe_depth
 from app.services.maintenance import purge_expired
 from app.store.database import Database, async_url
-from app.store.distribution import REFERENCE_TABLES, partition_by_session, partition_name
+from app.store.distribution import (
+    REFERENCE_TABLES,
+    NotEmpty,
+    partition_by_session,
+    partition_name,
+)
 from app.store.migrate import upgrade_head
 from tests.api.live import fresh_named_database
 from tests.api.proxy_helpers import CLIENT_KEY, TIMEOUT_S, UPSTREAM
@@ -206,13 +211,6 @@ async def _forget_and_purge(ctx: ServiceContext, http: httpx.AsyncClient) -> Non
     assert await purge_expired(ctx, older_than_days=-1) == len(KEYS)  # idle or not: all
 
 
-def _by_origin(executions: list[Execution]) -> dict[str, int]:
-    counted: dict[str, int] = {}
-    for execution in executions:
-        counted[execution.origin] = counted.get(execution.origin, 0) + 1
-    return counted
-
-
 def _report(execution: Execution) -> str:
     return f"{execution.origin or '(no store function)'}: {execution.sql[:300]}"
 
@@ -240,8 +238,8 @@ async def test_every_statement_of_a_session_is_bound_to_its_key(
     unlisted = [_report(e) for e in unrouted if e.origin not in CROSS_SESSION]
     assert unlisted == [], "statements reaching more than one session:\n" + "\n".join(unlisted)
     # the list is what happens: every entry was seen, so none can go stale unnoticed
-    assert set(_by_origin(unrouted)) == set(CROSS_SESSION)
-    assert routed > 300 and locked > 0  # the script did run the turns, row locks included
+    assert {execution.origin for execution in unrouted} == set(CROSS_SESSION)
+    assert routed > 300 and locked > 0  # the turns ran, row locks included (733, 96 when written)
 
 
 # --- the same session on hash partitions --------------------------------------------------------
@@ -391,3 +389,25 @@ def test_distribute_prints_the_citus_calls_and_refuses_a_database_without_citus(
         main(["distribute"])
     with psycopg.connect(cli_database) as db:  # refused before migrating: nothing written
         assert db.execute("SELECT to_regclass('alembic_version')").fetchone() == (None,)
+
+
+def test_partitioning_refuses_a_database_with_sessions_and_changes_nothing(
+    database_url: str,
+) -> None:
+    with fresh_named_database(database_url, "ebbtide_not_empty") as url:
+        upgrade_head(url)
+        with psycopg.connect(url) as db:
+            db.execute("INSERT INTO tenants (id, name) VALUES ('acme', 'acme')")
+            db.execute(
+                "INSERT INTO sessions (id, tenant_id, version, turn_count, next_seq, c0_tokens, "
+                "policy, calibration_ratio) VALUES ('acme/s', 'acme', 0, 0, 1, 0, '{}', 1)"
+            )
+        with pytest.raises(NotEmpty, match="sessions has rows"):
+            partition_by_session(url, SHARDS)
+        with psycopg.connect(url) as db:  # nothing was rebuilt
+            kinds = db.execute(
+                "SELECT DISTINCT relkind::text FROM pg_class WHERE relname = ANY(%s)",
+                (list(DISTRIBUTION_COLUMN),),
+            ).fetchall()
+            assert kinds == [("r",)]
+            assert db.execute("SELECT count(*) FROM sessions").fetchone() == (1,)
