@@ -19,7 +19,7 @@ from app.core.stats import percentiles
 from app.core.types import session_key
 from app.services.recall import QueryVectors, search_archive
 from app.settings import RecallSettings
-from app.store.database import Database
+from app.store.database import Database, libpq_url
 from app.store.distribution import partition_by_session
 from app.store.migrate import upgrade_head
 from app.store.models import DEFAULT_TENANT, EMBEDDING_DIMENSION
@@ -34,12 +34,8 @@ UNITS_PER_CHUNK = 4  # a chunk of three turns: about one unit per message
 COPY_BATCH = 5000
 
 
-def _psycopg_url(url: str) -> str:
-    return url.replace("postgresql+psycopg://", "postgresql://")
-
-
 def _prepare(url: str) -> None:
-    with psycopg.connect(_psycopg_url(url), autocommit=True) as connection:
+    with psycopg.connect(libpq_url(url), autocommit=True) as connection:
         connection.execute(
             "INSERT INTO tenants (id, name) VALUES (%s, %s) ON CONFLICT DO NOTHING",
             (DEFAULT_TENANT, DEFAULT_TENANT),
@@ -62,7 +58,7 @@ def _vectors(rng: np.random.Generator, count: int) -> np.ndarray[Any, np.dtype[n
 def _load(url: str, start: int, stop: int, rng: np.random.Generator) -> tuple[float, float]:
     """COPYs chunks start..stop-1 (HNSW index dropped first, rebuilt after): the load and
     index build seconds."""
-    with psycopg.connect(_psycopg_url(url), autocommit=True) as connection:
+    with psycopg.connect(libpq_url(url), autocommit=True) as connection:
         register_vector(connection)
         connection.execute("DROP INDEX IF EXISTS ix_chunks_embedding_hnsw")
         connection.execute("DROP INDEX IF EXISTS ix_chunk_units_embedding_hnsw")

@@ -39,6 +39,7 @@ from app.bench.report import markdown
 from app.bench.servers import Server, rss_mib, serving
 from app.core.ports import Progress, no_progress
 from app.core.stats import percentiles
+from app.store.database import libpq_url
 from app.store.embedded import drop_database, fresh_database, start_embedded
 
 
@@ -207,8 +208,7 @@ async def queue_depth(server: Server) -> int:
     fresh as the worker's last batch)."""
     import psycopg
 
-    url = server.database_url.replace("postgresql+psycopg://", "postgresql://")
-    async with await psycopg.AsyncConnection.connect(url) as connection:
+    async with await psycopg.AsyncConnection.connect(libpq_url(server.database_url)) as connection:
         cursor = await connection.execute(
             "SELECT count(*) FROM chunks WHERE needs_embedding AND superseded_turn IS NULL"
         )

@@ -33,6 +33,11 @@ def async_url(url: str) -> str:
     return url
 
 
+def libpq_url(url: str) -> str:
+    """The URL as psycopg (libpq) takes it, for code that connects without SQLAlchemy."""
+    return async_url(url).replace("postgresql+psycopg://", "postgresql://", 1)
+
+
 def _is_connection_failure(error: exc.DBAPIError) -> bool:
     return error.connection_invalidated or isinstance(
         error, exc.OperationalError | exc.InterfaceError

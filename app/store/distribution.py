@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
+from app.store.database import libpq_url
 from app.store.models import Base
 
 REFERENCE_TABLES = ("tenants", "api_keys")
@@ -84,7 +85,7 @@ def distribute_on_citus(url: str) -> list[str]:
     """Runs `citus_statements()` on the migrated database at `url` (a Citus coordinator with
     its workers added), skipping tables already distributed, so that it can run again after
     a failure. Each call commits on its own. Returns the statements it ran."""
-    with psycopg.connect(_driver_url(url), autocommit=True) as db:
+    with psycopg.connect(libpq_url(url), autocommit=True) as db:
         _require_citus(db)
         done = {
             row[0]
@@ -100,17 +101,13 @@ def distribute_on_citus(url: str) -> list[str]:
 
 def require_citus(url: str) -> None:
     """Raises CitusMissing unless the database at `url` has the citus extension."""
-    with psycopg.connect(_driver_url(url), autocommit=True) as db:
+    with psycopg.connect(libpq_url(url), autocommit=True) as db:
         _require_citus(db)
 
 
 def _require_citus(db: psycopg.Connection) -> None:
     if db.execute("SELECT 1 FROM pg_extension WHERE extname = 'citus'").fetchone() is None:
         raise CitusMissing("the database has no citus extension (CREATE EXTENSION citus)")
-
-
-def _driver_url(url: str) -> str:
-    return url.replace("postgresql+psycopg://", "postgresql://")
 
 
 def partition_name(table: str, remainder: int) -> str:
@@ -123,7 +120,7 @@ def partition_by_session(url: str, partitions: int) -> None:
     the same columns, defaults, identities, constraints, indexes and foreign keys, under the
     same names. One transaction: it happens whole or not at all."""
     tables = distributed_tables()
-    with psycopg.connect(_driver_url(url)) as db:
+    with psycopg.connect(libpq_url(url)) as db:
         foreign_keys = _foreign_keys(db, [t.name for t in tables])
         for name, owner, _ in foreign_keys:
             db.execute(

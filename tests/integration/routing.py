@@ -290,14 +290,11 @@ class _Analysis:
         return self.operand(term.lexpr), self.operand(right)
 
     def operand(self, node: Any) -> Any:
-        while isinstance(node, ast.TypeCast):
-            node = node.arg
         value = self.value(node)
-        return value if value is not None else node
+        return value if value is not None else _uncast(node)
 
     def value(self, node: Any) -> str | None:
-        while isinstance(node, ast.TypeCast):
-            node = node.arg
+        node = _uncast(node)
         if isinstance(node, ast.ParamRef):
             found = self.values[node.number - 1]
             return found if isinstance(found, str) else None
@@ -328,6 +325,12 @@ class _Analysis:
         """Analyses every subquery inside an expression, as a level of its own."""
         for sublink in _sublinks(node):
             self.statement(sublink.subselect, outer)
+
+
+def _uncast(node: Any) -> Any:
+    while isinstance(node, ast.TypeCast):
+        node = node.arg
+    return node
 
 
 def _and_terms(node: Any) -> Iterator[Any]:

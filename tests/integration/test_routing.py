@@ -96,14 +96,9 @@ def _context(database: Database) -> ServiceContext:
     )
 
 
-async def _ok(response: httpx.Response) -> Any:
+def _ok(response: httpx.Response) -> Any:
     assert response.status_code == 200, response.text
     return response.json()
-
-
-async def _ok_bytes(response: httpx.Response) -> bytes:
-    assert response.status_code == 200, response.text
-    return response.content
 
 
 async def scripted_session(
@@ -129,23 +124,21 @@ async def scripted_session(
 async def _conversation(ctx: ServiceContext, http: httpx.AsyncClient) -> None:
     a, b = SESSIONS
     small = {"context_window": 3_000, "policy": {"floor_turns": 1, "floor_tokens": 0}}
-    await _ok(await http.post(f"/sessions/{a}/turn", json=turn_body(user(SECRET), **small)))
+    _ok(await http.post(f"/sessions/{a}/turn", json=turn_body(user(SECRET), **small)))
     image = {"messages": [OPENAI_SHAPES["user parts"]], **small}
-    await _ok(await http.post(f"/sessions/{a}/turn", json=image))
+    _ok(await http.post(f"/sessions/{a}/turn", json=image))
     for t in range(14):
         body = turn_body(user(f"turn {t} " + words(120, "chat")), **small)
-        await _ok(
-            await http.post(f"/sessions/{a}/turn", json=body, headers={"Idempotency-Key": f"t{t}"})
-        )
-        await _ok(await http.post(f"/sessions/{b}/turn", json=body))
+        _ok(await http.post(f"/sessions/{a}/turn", json=body, headers={"Idempotency-Key": f"t{t}"}))
+        _ok(await http.post(f"/sessions/{b}/turn", json=body))
     await drain(ctx)  # the embedding worker: claims, units, vectors
     await observe_depth(ctx)
     question = turn_body(user("What was the Zorblax-4471 password again?"), recall="force", **small)
-    asked = await _ok(await http.post(f"/sessions/{a}/turn", json=question))
+    asked = _ok(await http.post(f"/sessions/{a}/turn", json=question))
     assert asked["recall"]["hits"], "the scripted question recalled nothing"
-    found = await _ok(await http.post(f"/sessions/{a}/recall", json={"query": "staging password"}))
+    found = _ok(await http.post(f"/sessions/{a}/recall", json={"query": "staging password"}))
     assert found["results"]
-    await _ok(await http.post(f"/sessions/{a}/remember", json={"text": "Ship only from Suzhou."}))
+    _ok(await http.post(f"/sessions/{a}/remember", json={"text": "Ship only from Suzhou."}))
     for call in (
         {"type": "help"},
         {"type": "recall", "query": "Zorblax-4471"},
@@ -153,13 +146,14 @@ async def _conversation(ctx: ServiceContext, http: httpx.AsyncClient) -> None:
         {"type": "status"},
         {"type": "offload", "until_tokens": 500},
     ):
-        await _ok(await http.post(f"/sessions/{a}/memory", json=call))
-    await _ok(await http.post(f"/sessions/{a}/turn", json=turn_body(user("next"), **small)))
-    await _ok(await http.get(f"/sessions/{a}/status"))
-    await _ok(await http.get(f"/sessions/{a}/events", params={"kind": "turn"}))
-    await _ok(await http.get(f"/sessions/{a}/chunks/{found['results'][0]['chunk_id']}"))
+        _ok(await http.post(f"/sessions/{a}/memory", json=call))
+    _ok(await http.post(f"/sessions/{a}/turn", json=turn_body(user("next"), **small)))
+    _ok(await http.get(f"/sessions/{a}/status"))
+    _ok(await http.get(f"/sessions/{a}/events", params={"kind": "turn"}))
+    _ok(await http.get(f"/sessions/{a}/chunks/{found['results'][0]['chunk_id']}"))
     png = OPENAI_SHAPES["user parts"]["content"][1]["image_url"]["url"].rpartition(",")[2]
-    await _ok_bytes(await http.get(f"/sessions/{a}/blobs/{blob_hash(png)}"))
+    blob = await http.get(f"/sessions/{a}/blobs/{blob_hash(png)}")
+    assert blob.status_code == 200, blob.text
 
 
 async def _proxy(http: httpx.AsyncClient) -> None:
@@ -198,15 +192,15 @@ async def _inspector(http: httpx.AsyncClient, key: str) -> None:
 
 async def _forget_and_purge(ctx: ServiceContext, http: httpx.AsyncClient) -> None:
     a = SESSIONS[0]
-    found = await _ok(
+    found = _ok(
         await http.post(f"/sessions/{a}/memory", json={"type": "recall", "query": "Zorblax-4471"})
     )
     chunk_id = found["result"]["results"][0]["chunk_id"]
-    pending = await _ok(
+    pending = _ok(
         await http.post(f"/sessions/{a}/memory", json={"type": "forget", "chunk_id": chunk_id})
     )
     confirm = {"type": "forget", "confirm": pending["result"]["pending_id"]}
-    done = await _ok(await http.post(f"/sessions/{a}/memory", json=confirm))
+    done = _ok(await http.post(f"/sessions/{a}/memory", json=confirm))
     assert done["result"]["status"] == "deleted"
     assert await purge_expired(ctx, older_than_days=-1) == len(KEYS)  # idle or not: all
 
