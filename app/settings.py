@@ -16,14 +16,21 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class BudgetSettings(BaseModel):
-    """Watermark policy (docs/DESIGN.md §2). Ratios are of the budget C − r − R (R: the
-    recall share)."""
+    """Watermark policy (docs/DESIGN.md §2). The budget is C − r; R, the recall share, is
+    part of it; the ratios are of the watermark base C − r − R."""
 
     offload_ratio: float = Field(0.80, gt=0, lt=1)
     emergency_ratio: float = Field(0.95, gt=0, le=1)
     target_ratio: float = Field(0.65, gt=0, lt=1)
     floor_turns: int = Field(12, ge=1)
     floor_tokens: int = Field(6000, ge=0)
+    floor_max_share: float = Field(
+        0.4,
+        ge=0,
+        lt=1,
+        description="The floor's token part never keeps more than this share of the watermark "
+        "base, so in a small window it cannot stop a batch short of the target.",
+    )
     cooldown_turns: int = Field(2, ge=0)
     reserve_tokens: int = Field(4096, ge=0, description="Output + safety reserve r.")
     reserve_max_fraction: float = Field(
@@ -33,11 +40,14 @@ class BudgetSettings(BaseModel):
         0.15,
         ge=0,
         lt=1,
-        description="Share of C − r kept for automatic recall: the watermark lines apply to "
-        "the rest, so offloads leave room for k chunks of evidence (0: none).",
+        description="R, the share of C − r kept for automatic recall: recalled text never "
+        "takes more, and the watermark lines apply to the rest (0: none).",
     )
     oversize_fraction: float = Field(
-        0.25, gt=0, le=1, description="A single message above this share of C − r is stubbed."
+        0.25,
+        gt=0,
+        le=1,
+        description="A single message above this share of the watermark base C − r − R is stubbed.",
     )
     oversize_max_tokens: int = Field(
         4000, ge=1, description="...and above this many tokens in any window."
@@ -288,6 +298,12 @@ class NotesSettings(BaseModel):
     """The scratchpad (C2): its cap, how many items of each kind it keeps, the check."""
 
     cap_tokens: int = Field(400, ge=50, description="The scratchpad block never exceeds this.")
+    max_share: float = Field(
+        0.15,
+        gt=0,
+        lt=1,
+        description="...nor this share of C − r, so that it fits a small window beside the turn.",
+    )
     max_done: int = Field(5, ge=1, description="Done lines kept (and confirmed actions shown).")
     max_open: int = Field(8, ge=1, description="Open tasks kept.")
     max_decisions: int = Field(5, ge=1, description="Newest decisions shown.")

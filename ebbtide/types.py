@@ -21,8 +21,9 @@ class Usage(_Answer):
     calibration_ratio: float
     context_window: int
     reserve_tokens: int
-    recall_reserve_tokens: int
+    recall_share_tokens: int
     budget: int
+    watermark_base: int
     watermark: float
     trigger_ratio: float
     level: Literal["normal", "offload", "emergency"]

@@ -23,6 +23,7 @@ from app.core.types import JsonObject
 STATUS_BY_ERROR: dict[type[errors.DomainError], int] = {
     errors.UnknownModel: 422,
     errors.InvalidWindow: 422,
+    errors.TurnExceedsBudget: 413,
     errors.InvalidPolicyOverride: 422,
     errors.InvalidTurn: 422,
     errors.OrphanToolResult: 422,
@@ -62,7 +63,7 @@ ERROR_RESPONSES: dict[int | str, JsonObject] = {
         (403, "The key lacks the scope"),
         (404, "Unknown session, chunk or blob"),
         (409, "Idempotency-Key reused with another body, or the session stayed busy"),
-        (413, "Body or message over the size limit"),
+        (413, "Body or message over the size limit, or a turn that cannot fit the budget"),
         (429, "Rate limit reached; retry after details.retry_after_s seconds"),
         (422, "Invalid request"),
         (503, "Database unavailable; retry with the same Idempotency-Key"),

@@ -90,6 +90,7 @@ class PolicyOverride(InputModel):
     floor_turns: int | None = Field(None, ge=1, le=10_000)
     floor_tokens: int | None = Field(None, ge=0, le=10_000_000)
     cooldown_turns: int | None = Field(None, ge=0, le=10_000)
+    floor_max_share: float | None = Field(None, ge=0, lt=1)
 
 
 class _TurnFields(InputModel):
@@ -245,14 +246,24 @@ class Usage(_View):
     calibration_ratio: float
     context_window: int
     reserve_tokens: int
-    recall_reserve_tokens: int = Field(
-        description="Kept for automatic recall on top of the budget (budget.recall_share)."
+    recall_share_tokens: int = Field(
+        description="R, the part of the budget kept for recalled text (budget.recall_share): "
+        "recalled blocks, held and new, never take more."
     )
-    budget: int = Field(description="context_window − reserve_tokens − recall_reserve_tokens.")
+    budget: int = Field(
+        description="context_window − reserve_tokens: prompt_tokens never exceeds it, recalled "
+        "text included."
+    )
+    watermark_base: int = Field(
+        description="budget − recall_share_tokens: the offload and emergency lines are shares "
+        "of it."
+    )
     watermark: float = Field(
-        description="The prompt without recalled text / budget, after this turn's offload."
+        description="The prompt without recalled text / watermark_base, after this turn's offload."
     )
-    trigger_ratio: float = Field(description="prompt_tokens / budget before any offload.")
+    trigger_ratio: float = Field(
+        description="The prompt without recalled text / watermark_base, before any offload."
+    )
     level: Literal["normal", "offload", "emergency"]
     observed_prompt_tokens: int | None = Field(
         description="What the client reported of the previous prompt, as sent."
@@ -442,6 +453,7 @@ class PolicyView(_View):
     floor_turns: int
     floor_tokens: int
     cooldown_turns: int
+    floor_max_share: float
 
 
 class Counts(_View):
@@ -479,8 +491,11 @@ class StatusView(_View):
     model: str | None
     context_window: int | None
     reserve_tokens: int | None = None
-    recall_reserve_tokens: int | None = None
-    budget: int | None = None
+    recall_share_tokens: int | None = Field(None, description="R, kept for recalled text.")
+    budget: int | None = Field(None, description="context_window − reserve_tokens.")
+    watermark_base: int | None = Field(
+        None, description="budget − recall_share_tokens: the levels are shares of it."
+    )
     prompt_tokens: int | None = Field(None, description="The last prompt, recalled text aside.")
     watermark: float | None = None
     level: Literal["normal", "offload", "emergency"] | None = None
@@ -501,8 +516,9 @@ class StatusView(_View):
             model=status.model,
             context_window=window.context_window if window else None,
             reserve_tokens=window.reserve_tokens if window else None,
-            recall_reserve_tokens=window.recall_reserve_tokens if window else None,
+            recall_share_tokens=window.recall_share_tokens if window else None,
             budget=window.budget if window else None,
+            watermark_base=window.watermark_base if window else None,
             prompt_tokens=window.prompt_tokens if window else None,
             watermark=window.watermark if window else None,
             level=window.level.value if window else None,

@@ -118,8 +118,8 @@ def budget_chart(points: Sequence[TimelinePoint]) -> Chart | None:
             f"{x:.1f},{y_of(p.injected_tokens):.1f}" for p, x in zip(points, xs, strict=True)
         ),
         budget_path=line(lambda p: p.budget),
-        offload_path=line(lambda p: p.budget * p.offload_ratio),
-        emergency_path=line(lambda p: p.budget * p.emergency_ratio),
+        offload_path=line(lambda p: p.watermark_base * p.offload_ratio),
+        emergency_path=line(lambda p: p.watermark_base * p.emergency_ratio),
         markers=tuple(
             ChartMarker(
                 p.turn, x, p.offload.tokens_freed, len(p.offload.chunk_ids), p.offload.turn_range
@@ -134,8 +134,8 @@ def budget_chart(points: Sequence[TimelinePoint]) -> Chart | None:
             if i < len(points)
         ),
         budget_label_y=y_of(last.budget),
-        offload_label_y=y_of(last.budget * last.offload_ratio),
-        emergency_label_y=y_of(last.budget * last.emergency_ratio),
+        offload_label_y=y_of(last.watermark_base * last.offload_ratio),
+        emergency_label_y=y_of(last.watermark_base * last.emergency_ratio),
         offload_percent=round(last.offload_ratio * 100),
         emergency_percent=round(last.emergency_ratio * 100),
     )

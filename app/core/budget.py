@@ -1,18 +1,22 @@
 """Watermark policy (docs/DESIGN.md §2): levels, reserve, floor, cooldown and the offload plan.
 
-With C the context window, r the reserve and R the room kept for automatic recall, the budget
-is C − r − R and, for a prompt of u tokens (recalled text aside):
-- normal     u <  offload_ratio   · budget       nothing happens
-- offload    u >= offload_ratio   · budget       batch offload down to target_ratio · budget
-- emergency  u >= emergency_ratio · budget       offload even during the cooldown
+With C the context window, r the reserve and R the share kept for automatic recall:
+- the budget is C − r, the ceiling no prompt passes, recalled text and held blocks included;
+- R is part of it: recalled text (held blocks and this turn's) never takes more than R;
+- the watermark base is C − r − R, the rest, and the lines are shares of it; for a prompt
+  of u tokens (recalled text aside):
+  - normal     u <  offload_ratio   · base     nothing happens
+  - offload    u >= offload_ratio   · base     one batch offload down to target_ratio · base
+  - emergency  u >= emergency_ratio · base     offload even during the cooldown
 
 Invariants of `plan_offload`:
 - only whole units move (a unit is an assistant tool call with its results, or one message),
   oldest first, and never a pinned unit (the current turn, or a call awaiting its results);
-- the floor (the newest `floor_turns` turns AND `floor_tokens` tokens, whichever keeps more)
-  stays, unless keeping it would leave u at or above the offload line: then the floor yields
-  and offloading continues to the target, so a batch never ends above the offload line while
-  anything older than the current turn is left to move.
+- a batch stops at the target, never before it while anything unpinned is left: the floor
+  (the newest `floor_turns` turns AND `floor_tokens` tokens, whichever keeps more, its token
+  part capped at `floor_max_share` of the base so that it fits a small window) is what is
+  kept when the target can be reached without it; otherwise it yields whole turns, oldest
+  first, until the target is reached.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ class Level(StrEnum):
 
 
 class InvalidPolicy(ValueError):
-    """The policy's ratios are not ordered target < offload < emergency ≤ 1."""
+    """The policy's ratios are not ordered target < offload < emergency ≤ 1, or a bound is
+    out of range."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,7 @@ class Policy:
     floor_turns: int
     floor_tokens: int
     cooldown_turns: int
+    floor_max_share: float = 0.4
 
     def __post_init__(self) -> None:
         if not 0 < self.target_ratio < self.offload_ratio < self.emergency_ratio <= 1:
@@ -48,24 +54,31 @@ class Policy:
             )
         if self.floor_turns < 1 or self.floor_tokens < 0 or self.cooldown_turns < 0:
             raise InvalidPolicy("floor_turns >= 1, floor_tokens >= 0, cooldown_turns >= 0")
+        if not 0 <= self.floor_max_share <= self.target_ratio:
+            raise InvalidPolicy("floor_max_share must be between 0 and target_ratio")
 
 
 @dataclass(frozen=True)
 class Budget:
-    """C, the reply's reserve r and the room kept for automatic recall: the watermark lines
-    are shares of what is left for the rest of the prompt, C − r − recall_reserve, so an
-    offload always leaves room for recalled evidence on top."""
+    """C, the reply's reserve r and R, the share of C − r kept for automatic recall."""
 
     context_window: int
     reserve: int
-    recall_reserve: int = 0
+    recall_share: int = 0
 
     @property
-    def available(self) -> int:
-        return self.context_window - self.reserve - self.recall_reserve
+    def ceiling(self) -> int:
+        """C − r: what `usage.budget` reports; no prompt is larger."""
+        return self.context_window - self.reserve
+
+    @property
+    def watermark_base(self) -> int:
+        """C − r − R: the watermark lines are shares of it, so an offload always leaves R
+        free for recalled evidence on top."""
+        return self.ceiling - self.recall_share
 
     def line(self, ratio: float) -> int:
-        return int(ratio * self.available)
+        return int(ratio * self.watermark_base)
 
 
 def resolve_reserve(
@@ -79,7 +92,7 @@ def resolve_reserve(
 
 
 def watermark(prompt_tokens: int, budget: Budget) -> float:
-    return prompt_tokens / budget.available
+    return prompt_tokens / budget.watermark_base
 
 
 def level_for(prompt_tokens: int, budget: Budget, policy: Policy) -> Level:
@@ -118,16 +131,35 @@ class OffloadPlan:
     floor_yielded: bool
 
 
-def _floor_start(units: Sequence[Unit], policy: Policy) -> int:
-    """Index of the oldest unit the floor protects."""
+def floor_tokens(policy: Policy, budget: Budget) -> int:
+    """The floor's token part: `floor_tokens`, at most `floor_max_share` of the base."""
+    return min(policy.floor_tokens, int(policy.floor_max_share * budget.watermark_base))
+
+
+def _floor_start(units: Sequence[Unit], policy: Policy, budget: Budget) -> int:
+    """Index of the oldest unit the floor protects: it holds whole turns."""
     turns: set[int] = set()
     tokens = 0
+    token_floor = floor_tokens(policy, budget)
     index = len(units)
-    while index > 0 and (len(turns) < policy.floor_turns or tokens < policy.floor_tokens):
+    while index > 0 and (len(turns) < policy.floor_turns or tokens < token_floor):
         index -= 1
         turns.add(units[index].turn)
         tokens += units[index].tokens
+    while 0 < index < len(units) and units[index - 1].turn == units[index].turn:
+        index -= 1
     return index
+
+
+def _step(units: Sequence[Unit], index: int, floor_start: int) -> int:
+    """How many units move next from `index`: one, or past the floor the whole turn (its
+    unpinned units)."""
+    if index < floor_start:
+        return 1
+    end = index
+    while end < len(units) and units[end].turn == units[index].turn and not units[end].pinned:
+        end += 1
+    return end - index
 
 
 def plan_offload(
@@ -137,33 +169,28 @@ def plan_offload(
     policy: Policy,
     target_tokens: int | None = None,
 ) -> OffloadPlan:
-    """Chooses the oldest units to move so the prompt lands at or below the target.
+    """Chooses the oldest units to move so the prompt lands at or below the target, in one
+    batch: it stops short only at a pinned unit.
 
     `units` are the window's units oldest first; `prompt_tokens` is the whole prompt now.
     `target_tokens` is a manual offload's target, in place of the policy's: asked for on
-    purpose, it may move what the floor would keep; pinned units (the current turn) stay.
+    purpose, it moves unit by unit whatever the floor keeps; pinned units (the current turn)
+    stay.
     """
-    target = budget.line(policy.target_ratio)
-    floor_start = _floor_start(units, policy)
-    if target_tokens is not None:
-        target = target_tokens
-        floor_start = len(units)
-    offload_line = budget.line(policy.offload_ratio)
+    manual = target_tokens is not None
+    target = target_tokens if target_tokens is not None else budget.line(policy.target_ratio)
+    floor_start = len(units) if manual else _floor_start(units, policy, budget)
     chosen: list[Unit] = []
     remaining = prompt_tokens
-    floor_yielded = False
-    for index, unit in enumerate(units):
-        if remaining <= target or unit.pinned:
-            break
-        if index >= floor_start:
-            if remaining < offload_line:
-                break
-            floor_yielded = True
-        chosen.append(unit)
-        remaining -= unit.tokens
+    index = 0
+    while index < len(units) and remaining > target and not units[index].pinned:
+        step = units[index : index + _step(units, index, floor_start)]
+        chosen.extend(step)
+        remaining -= sum(unit.tokens for unit in step)
+        index += len(step)
     return OffloadPlan(
         units=tuple(chosen),
         tokens_freed=prompt_tokens - remaining,
         prompt_tokens_after=remaining,
-        floor_yielded=floor_yielded,
+        floor_yielded=index > floor_start,
     )

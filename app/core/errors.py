@@ -162,6 +162,14 @@ class InvalidWindow(DomainError):
     code = "invalid_window"
 
 
+class TurnExceedsBudget(DomainError):
+    """The turn cannot fit the budget C − r even with each of its text messages stored as a
+    chunk and stubbed: the system prompt and tools, the notes and what cannot be stubbed
+    (images, files, tool calls) take too much of the window."""
+
+    code = "turn_exceeds_budget"
+
+
 class InvalidEncryptionKey(DomainError):
     """A configured encryption key is not a Fernet key."""
 

@@ -48,7 +48,8 @@ class TimelinePoint:
     at: datetime
     prompt_tokens: int
     injected_tokens: int
-    budget: int
+    budget: int  # C − r
+    watermark_base: int  # C − r − R: the offload and emergency lines are shares of it
     offload_ratio: float
     emergency_ratio: float
     level: str
@@ -171,9 +172,11 @@ def _ids(value: Any) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Lines:
-    """The budget and watermark ratios to assume for events that did not record them."""
+    """The budget, the watermark base and ratios to assume for events that did not record
+    them."""
 
     budget: int
+    watermark_base: int
     offload_ratio: float
     emergency_ratio: float
 
@@ -195,7 +198,13 @@ def timeline_point(turn: int, at: datetime, payload: dict[str, Any], lines: Line
         at=at,
         prompt_tokens=_int(payload, "prompt_tokens"),
         injected_tokens=_int(recall, "injected_tokens"),
-        budget=_int(payload, "budget", lines.budget),
+        budget=_int(payload, "budget", lines.budget)
+        if "watermark_base" in payload
+        else lines.budget,
+        # Events from before the base had its own name recorded it as their "budget".
+        watermark_base=_int(
+            payload, "watermark_base", _int(payload, "budget", lines.watermark_base)
+        ),
         offload_ratio=_float(payload, "offload_ratio", lines.offload_ratio),
         emergency_ratio=_float(payload, "emergency_ratio", lines.emergency_ratio),
         level=str(payload.get("level", "normal")),

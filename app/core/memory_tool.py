@@ -330,8 +330,8 @@ def help_text(body: ToolHelp) -> str:
 def status_text(status: SessionStatus) -> str:
     counts, window = status.counts, status.window
     usage = (
-        f"prompt {window.prompt_tokens} of {window.budget} tokens "
-        f"(watermark {window.watermark}, level {window.level})"
+        f"prompt {window.prompt_tokens} of a {window.budget}-token budget "
+        f"(watermark {window.watermark} of {window.watermark_base}, level {window.level})"
         if window is not None and window.budget
         else "window unknown until a turn names the model"
     )

@@ -4,11 +4,19 @@ The plan is computed from a snapshot read outside any transaction; the write ste
 the session version, so a plan never outlives the state it was made from. Every number it
 uses arrives in a `PlanPolicy` (built from the settings by the caller) or in the session's
 own sticky overrides; it raises a domain error before anything is written when the turn is
-invalid (unknown model, no room for the reserve, a bad policy override, an orphan tool result).
+invalid (unknown model, no room for the reserve, a bad policy override, an orphan tool result,
+a turn that cannot fit the budget even with its text stored as chunks).
+
+The ceiling (docs/DESIGN.md §2): no prompt passes C − r. The plan keeps its share of that
+promise: an offload lands at the target unless only the current turn is left; the current
+turn's own messages are stubbed, largest first, until it fits under the emergency line with
+room for the notes to grow; the notes get a cap that fits what the window leaves
+(`TurnPlan.notes_cap`). Recall fills at most R of the rest (services/turn_recall.py).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -30,6 +38,7 @@ from app.core.errors import (
     InvalidPolicyOverride,
     InvalidWindow,
     OrphanToolResult,
+    TurnExceedsBudget,
     UnknownModel,
 )
 from app.core.facts import Fact
@@ -56,6 +65,7 @@ POLICY_FIELDS = (
     "floor_turns",
     "floor_tokens",
     "cooldown_turns",
+    "floor_max_share",
 )
 
 
@@ -97,7 +107,9 @@ class PlanPolicy:
     stub: StubShape
     calibration: Calibration
     units: UnitPolicy
-    recall_share: float  # of C − r, kept free for automatic recall (`Budget.recall_reserve`)
+    recall_share: float  # of C − r, kept for automatic recall (`Budget.recall_share`)
+    notes_cap_tokens: int  # the scratchpad block's cap in any window
+    notes_max_share: float  # ... and at most this share of C − r
 
 
 @dataclass(frozen=True)
@@ -173,10 +185,28 @@ class SessionConfig:
 
 
 def held_recall_tokens(window: Sequence[WindowMessage]) -> int:
-    """Tokens of the recalled blocks the window holds as history. They live in the room kept
-    for recall (`Budget.recall_reserve`), not under the watermark, which measures the prompt
-    without recalled text."""
+    """Tokens of the recalled blocks the window holds as history. They live in R, the share
+    kept for recall (`Budget.recall_share`), not under the watermark, which measures the
+    prompt without recalled text."""
     return sum(m.recalled.tokens for m in window if m.recalled is not None)
+
+
+@dataclass(frozen=True)
+class RecallRoom:
+    """Estimated tokens recalled text may take in a turn's prompt: `total` for the blocks the
+    window holds and this turn's together, `block` for this turn's alone."""
+
+    total: int
+    block: int
+
+
+def recall_room(budget: Budget, policy: Policy, prompt_estimate: int, ratio: float) -> RecallRoom:
+    """Beside a prompt of `prompt_estimate` without recalled text: this turn's block at most
+    R; all of it up to R above the emergency line, and never past C − r. The products are
+    not rounded, so the calibrated prompt with the room filled stays within C − r."""
+    top = min(budget.line(policy.emergency_ratio) + budget.recall_share, budget.ceiling)
+    total = max(0, math.floor((top - prompt_estimate * ratio) / ratio))
+    return RecallRoom(total=total, block=min(total, math.floor(budget.recall_share / ratio)))
 
 
 @dataclass(frozen=True)
@@ -197,6 +227,7 @@ class TurnPlan:
     calibration_ratio: float
     level: Level
     floor_yielded: bool
+    notes_cap: int  # tokens the notes block may take if this turn renders it
     clears_recall: bool = False  # the window's recalled blocks go (an offload was triggered)
     # Window messages of this turn stored ahead of it: a reply the proxy recorded from the
     # model. They are the turn's first messages (notes read them with the new ones).
@@ -216,14 +247,20 @@ class TurnPlan:
 
 
 def session_budget(
-    rules: PlanPolicy, window: int, reserve_override: int | None, recall: RecallMode = "auto"
+    rules: PlanPolicy,
+    window: int,
+    reserve_override: int | None,
+    recall: RecallMode = "auto",
+    holds_recall: bool = False,
 ) -> Budget:
-    """C, r and the share kept for automatic recall (none when the session's recall is off)."""
+    """C, r and R, the share kept for automatic recall: none for a turn with recall off,
+    unless the window still holds recalled blocks (they keep their room, and their place in
+    the prompt's prefix)."""
     reserve = policy_math.resolve_reserve(
         window, reserve_override, rules.reserve_tokens, rules.reserve_max_fraction
     )
-    share = 0.0 if recall == "off" else rules.recall_share
-    return Budget(window, reserve, int(share * max(0, window - reserve)))
+    share = 0.0 if recall == "off" and not holds_recall else rules.recall_share
+    return Budget(window, reserve, recall_share=int(share * max(0, window - reserve)))
 
 
 def session_policy(rules: PlanPolicy, overrides: dict[str, Any]) -> Policy:
@@ -243,7 +280,8 @@ def resolve_config(
             model=model,
         )
     reserve_override = inp.reserve_tokens if inp.reserve_tokens is not None else snap.reserve_tokens
-    budget = session_budget(rules, window, reserve_override, inp.recall)
+    holds_recall = held_recall_tokens(snap.window) > 0
+    budget = session_budget(rules, window, reserve_override, inp.recall, holds_recall)
     if budget.reserve >= window:
         raise InvalidWindow(
             "reserve_tokens must be smaller than context_window",
@@ -317,6 +355,72 @@ def message_turns(inp: TurnInput, snap: Snapshot) -> list[int]:
     return turns
 
 
+BARE_STUB = StubShape(head_lines=0, tail_lines=0, line_chars=1)  # the id and the size only
+
+
+@dataclass
+class _Stubs:
+    """Oversize chunks of the turn's messages and their stubs: one chunk per message, however
+    often its stub is made again in a smaller shape."""
+
+    counter: TokenCounter
+    units: UnitPolicy
+    new_id: Callable[[], str]
+    drafts: dict[int, ChunkDraft] = field(default_factory=dict)
+    originals: dict[int, WindowMessage] = field(default_factory=dict)
+
+    def original(self, item: WindowMessage) -> WindowMessage:
+        return self.originals.get(item.seq, item)
+
+    def stub(self, item: WindowMessage, shape: StubShape) -> WindowMessage:
+        original = self.originals.setdefault(item.seq, item)
+        draft = self.drafts.get(item.seq)
+        if draft is None:
+            draft = oversize_chunk(original, self.counter, self.new_id(), self.units)
+            self.drafts[item.seq] = draft
+        text = make_stub(
+            draft.id,
+            original.message.text,
+            original.tokens,
+            shape.head_lines,
+            shape.tail_lines,
+            shape.line_chars,
+        )
+        message = stubbed(original.message, text)
+        tokens = count_message(self.counter, message)
+        return replace(original, message=message, tokens=tokens, stub_chunk_id=draft.id)
+
+
+def window_notes_cap(rules: PlanPolicy, budget: Budget) -> int:
+    """The notes block's cap in this window: the configured cap, at most a share of C − r."""
+    return min(rules.notes_cap_tokens, int(rules.notes_max_share * budget.ceiling))
+
+
+def _fit_current_turn(
+    staged: list[WindowMessage], room: int, stubs: _Stubs, shape: StubShape
+) -> list[WindowMessage]:
+    """The current turn within `room` tokens if stubs can make it so: its largest text
+    messages are stored as chunks first, then their stubs shrink to the id and size."""
+    current = staged[-1].turn if staged else 0
+    items = list(staged)
+    for step in (shape, BARE_STUB):
+        by_size = sorted(
+            (
+                i
+                for i, m in enumerate(items)
+                if m.turn == current and stubs.original(m).message.text
+            ),
+            key=lambda i: -stubs.original(items[i]).tokens,
+        )
+        for index in by_size:
+            if sum(m.tokens for m in items if m.turn == current) <= room:
+                return items
+            smaller = stubs.stub(items[index], step)
+            if smaller.tokens < items[index].tokens:
+                items[index] = smaller
+    return items
+
+
 def stage_messages(
     inp: TurnInput,
     snap: Snapshot,
@@ -325,14 +429,19 @@ def stage_messages(
     rules: PlanPolicy,
     now: datetime,
     new_id: Callable[[], str],
+    ratio: float = 1.0,
 ) -> tuple[list[WindowMessage], list[ChunkDraft]]:
-    """Numbers the new messages and moves oversize ones to chunks of their own at once."""
+    """Numbers the new messages and moves oversize ones to chunks of their own at once; then
+    stubs more of the current turn until it fits under the emergency line beside C0 and the
+    notes (at their cap), so that offloading everything older always brings the prompt
+    under the budget. `ratio`: the session's calibration."""
     turns = message_turns(inp, snap)
+    budget = config.budget
     limit = oversize_limit(
-        config.budget.available, rules.oversize_fraction, rules.oversize_max_tokens
+        budget.watermark_base, rules.oversize_fraction, rules.oversize_max_tokens
     )
+    stubs = _Stubs(counter, rules.units, new_id)
     staged: list[WindowMessage] = []
-    drafts: list[ChunkDraft] = []
     for offset, message in enumerate(inp.messages):
         item = WindowMessage(
             seq=snap.next_seq + offset,
@@ -342,26 +451,39 @@ def stage_messages(
             created_at=message.created_at or now,
             digest=message_digest(message),
         )
-        if item.tokens > limit and message.text:
-            chunk_id = new_id()
-            drafts.append(oversize_chunk(item, counter, chunk_id, rules.units))
-            stub = make_stub(
-                chunk_id,
-                message.text,
-                item.tokens,
-                rules.stub.head_lines,
-                rules.stub.tail_lines,
-                rules.stub.line_chars,
-            )
-            stub_message = stubbed(message, stub)
-            item = replace(
-                item,
-                message=stub_message,
-                tokens=count_message(counter, stub_message),
-                stub_chunk_id=chunk_id,
-            )
-        staged.append(item)
-    return staged, drafts
+        staged.append(
+            stubs.stub(item, rules.stub) if item.tokens > limit and message.text else item
+        )
+    notes = max(snap.notes_tokens, window_notes_cap(rules, budget))
+    line = budget.line(config.policy.emergency_ratio)
+    room = int(line / ratio) - config.c0_tokens - notes
+    staged = _fit_current_turn(staged, room, stubs, rules.stub)
+    return staged, [stubs.drafts[seq] for seq in sorted(stubs.drafts)]
+
+
+def _check_fits(
+    config: SessionConfig, snap: Snapshot, staged: Sequence[WindowMessage], ratio: float
+) -> None:
+    """Raises when C0, the notes and the current turn (stubbed as far as it goes) alone pass
+    the budget C − r: no offload could make that prompt fit."""
+    current = staged[-1].turn if staged else 0
+    turn_tokens = sum(m.tokens for m in staged if m.turn == current)
+    needed = calibrated(config.c0_tokens + snap.notes_tokens + turn_tokens, ratio)
+    if needed > config.budget.ceiling:
+        raise TurnExceedsBudget(
+            f"this turn needs {needed} tokens with its text messages stored as chunks "
+            f"(system prompt and tools {config.c0_tokens}, notes {snap.notes_tokens}), "
+            f"more than the budget of {config.budget.ceiling} (context_window − reserve_tokens)",
+            field="messages",
+            needed_tokens=needed,
+            budget=config.budget.ceiling,
+        )
+
+
+def _notes_cap(rules: PlanPolicy, budget: Budget, without_notes: int, ratio: float) -> int:
+    """What a notes block rendered by this turn may take: the window's cap, and no more than
+    the prompt after the offload (`without_notes`, estimated) leaves under C − r."""
+    return max(0, min(window_notes_cap(rules, budget), int(budget.ceiling / ratio) - without_notes))
 
 
 def _calibration(inp: TurnInput, snap: Snapshot, rules: Calibration) -> float:
@@ -383,10 +505,11 @@ def plan_turn(
     """Validates the turn and decides everything it will write. Raises before any write."""
     config = resolve_config(inp, snap, counter, rules)
     check_tool_results(snap.window, inp.messages)
-    staged, oversize = stage_messages(inp, snap, config, counter, rules, now, new_id)
+    ratio = _calibration(inp, snap, rules.calibration)
+    staged, oversize = stage_messages(inp, snap, config, counter, rules, now, new_id, ratio)
+    _check_fits(config, snap, staged, ratio)
     first_turn = snap.turn_count + 1
     turn = staged[-1].turn if staged else first_turn
-    ratio = _calibration(inp, snap, rules.calibration)
     window = [*snap.window, *staged]
     estimate = prompt_tokens([config.c0_tokens, snap.notes_tokens, *(m.tokens for m in window)])
     usage = calibrated(estimate, ratio)
@@ -420,6 +543,7 @@ def plan_turn(
         calibration_ratio=ratio,
         level=level,
         floor_yielded=floor_yielded,
+        notes_cap=_notes_cap(rules, config.budget, estimate - freed - snap.notes_tokens, ratio),
         clears_recall=clears_recall,
         recorded=tuple(m for m in snap.window if m.turn == first_turn),
     )

@@ -32,10 +32,11 @@ class TurnUsage:
     calibration_ratio: float
     context_window: int
     reserve_tokens: int
-    recall_reserve_tokens: int  # kept for automatic recall, on top of the budget
-    budget: int  # C − r − recall reserve: what the watermark lines are shares of
-    watermark: float  # the prompt without recalled text / budget, after this turn's offload
-    trigger_ratio: float  # prompt_tokens / budget before any offload
+    recall_share_tokens: int  # R: recalled text never takes more (part of the budget)
+    budget: int  # C − r: no prompt passes it, recalled text included
+    watermark_base: int  # C − r − R: what the watermark lines are shares of
+    watermark: float  # the prompt without recalled text / watermark_base, after the offload
+    trigger_ratio: float  # the prompt before any offload / watermark_base
     level: Level
     # What the client reported of the previous prompt: the provider's count, and how much of it
     # the provider's prompt cache served (None: not reported).
@@ -179,8 +180,9 @@ class WatermarkView:
 
     context_window: int
     reserve_tokens: int
-    recall_reserve_tokens: int
-    budget: int
+    recall_share_tokens: int
+    budget: int  # C − r
+    watermark_base: int  # C − r − R
     prompt_tokens: int
     watermark: float
     level: Level

@@ -91,7 +91,7 @@ def budget_lines(ctx: Kit, window: int) -> dict[str, float]:
     return {
         "window": window,
         "budget": budget_of(ctx, window),
-        "ebbtide_budget": ebbtide.available,
+        "watermark_base": ebbtide.watermark_base,
         "offload_ratio": policy.offload_ratio,
         "emergency_ratio": policy.emergency_ratio,
         "offload_at": ebbtide.line(policy.offload_ratio),

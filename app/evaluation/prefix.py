@@ -5,6 +5,9 @@ run of leading messages the two prompts share. The share is that run's tokens ov
 prompt's tokens, message by message (a message that changed, however little, counts as
 new from there on). Offload turns rewrite the notes and drop the oldest turns, so they are
 reported apart: the target is the median of the other turns.
+
+`CacheShare` adds a run up as a provider bills it: the tokens each prompt shares as a prefix
+with the previous one, over all prompt tokens of the run, offload turns included.
 """
 
 from __future__ import annotations
@@ -21,10 +24,22 @@ def stable_prefix_share(
     previous: Sequence[JsonObject], current: Sequence[JsonObject], count: Callable[[str], int]
 ) -> float:
     """Tokens of `current`'s leading messages equal to `previous`'s, over all of `current`."""
-    sizes = [count(json.dumps(m, ensure_ascii=False)) for m in current]
-    shared = sum(sizes[: _common_messages(previous, current)])
-    total = sum(sizes)
+    shared, total = shared_prefix_tokens(previous, current, lambda m: _message_tokens(m, count))
     return shared / total if total else 1.0
+
+
+def shared_prefix_tokens(
+    previous: Sequence[JsonObject],
+    current: Sequence[JsonObject],
+    size: Callable[[JsonObject], int],
+) -> tuple[int, int]:
+    """(tokens of `current`'s leading messages equal to `previous`'s, tokens of `current`)."""
+    sizes = [size(m) for m in current]
+    return sum(sizes[: _common_messages(previous, current)]), sum(sizes)
+
+
+def _message_tokens(message: JsonObject, count: Callable[[str], int]) -> int:
+    return count(json.dumps(message, ensure_ascii=False))
 
 
 def _common_messages(previous: Sequence[JsonObject], current: Sequence[JsonObject]) -> int:
@@ -92,3 +107,48 @@ def _quantile(values: Sequence[float], q: float) -> float | None:
     if len(values) < 2:
         return _median(values)
     return round(statistics.quantiles(values, n=100, method="inclusive")[int(q * 100) - 1], 4)
+
+
+@dataclass(frozen=True)
+class PromptShare:
+    """One turn's prompt: its tokens, those it shares as a prefix with the previous prompt,
+    and whether the turn offloaded."""
+
+    shared: int
+    total: int
+    offloaded: bool
+
+
+@dataclass
+class CacheShare:
+    """A run's prompts, turn by turn: what a prefix cache could serve of all of them. The
+    first prompt counts too (nothing before it to share). Message sizes are counted once."""
+
+    count: Callable[[str], int]
+    turns: list[PromptShare] = field(default_factory=list)
+    _previous: list[JsonObject] = field(default_factory=list)
+    _sizes: dict[str, int] = field(default_factory=dict)
+
+    def record(self, prompt: Sequence[JsonObject], *, offloaded: bool) -> None:
+        shared, total = shared_prefix_tokens(self._previous, prompt, self._size)
+        self.turns.append(PromptShare(shared, total, offloaded))
+        self._previous = list(prompt)
+
+    def whole_run(self, since_turn: int = 0) -> float:
+        """Shared tokens over all prompt tokens, from the `since_turn`-th prompt (from 0)."""
+        return _share(self.turns[since_turn:])
+
+    def between_offloads(self) -> float | None:
+        steady = [turn for turn in self.turns if not turn.offloaded]
+        return _share(steady) if steady else None
+
+    def _size(self, message: JsonObject) -> int:
+        key = json.dumps(message, ensure_ascii=False, sort_keys=True)
+        if key not in self._sizes:
+            self._sizes[key] = self.count(key)
+        return self._sizes[key]
+
+
+def _share(turns: Sequence[PromptShare]) -> float:
+    total = sum(turn.total for turn in turns)
+    return round(sum(turn.shared for turn in turns) / total, 4) if total else 1.0

@@ -37,7 +37,12 @@ def _lines(ctx: ServiceContext, status: SessionStatus) -> Lines:
     its status reads them (the defaults while no window is known)."""
     view = status.window
     policy = view.policy if view else plan_policy(ctx.settings).policy
-    return Lines(view.budget if view else 0, policy.offload_ratio, policy.emergency_ratio)
+    return Lines(
+        budget=view.budget if view else 0,
+        watermark_base=view.watermark_base if view else 0,
+        offload_ratio=policy.offload_ratio,
+        emergency_ratio=policy.emergency_ratio,
+    )
 
 
 async def inspect_session(

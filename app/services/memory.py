@@ -44,6 +44,7 @@ from app.core.tokens import count_message, count_text_block
 from app.core.types import ChunkKind, EmbeddedChunk, JsonObject
 from app.services.auth import Principal
 from app.services.context import ServiceContext
+from app.services.notes import text_cap
 from app.services.offload import embed_passages
 from app.services.policies import notes_limits
 from app.services.sessions import locked_session, owned_session, watermark_view
@@ -345,7 +346,8 @@ async def _rewrite_notes(
         return
     body = body_without(NotesBody.from_json(notes.body), forgotten)
     facts = await fact_store.current_facts(db, key, ctx.settings.notes.recent_resolved)
-    cap = ctx.settings.notes.cap_tokens
+    # A forget only takes lines out: the notes never grow past what the window already held.
+    cap = min(ctx.settings.notes.cap_tokens, text_cap(ctx, notes.tokens))
     rendered = render(
         body, facts, cap_tokens=cap, count=ctx.counter.count, limits=notes_limits(ctx.settings)
     )

@@ -77,12 +77,12 @@ def _sources(plan: TurnPlan) -> list[SourceMessage]:
 
 
 async def _llm_notes(
-    ctx: ServiceContext, draft: str, facts: list[Fact]
+    ctx: ServiceContext, draft: str, facts: list[Fact], cap: int
 ) -> tuple[str | None, list[str], str | None]:
-    """The model's notes if they keep every constraint, else None with the reasons."""
+    """The model's notes if they keep every constraint and `cap`, else None with the
+    reasons."""
     if ctx.chat_model is None:
         return None, [], None
-    cap = ctx.settings.notes.cap_tokens
     try:
         text = await asyncio.wait_for(
             ctx.chat_model.complete(NOTES_RULES.format(cap=cap), draft),
@@ -122,9 +122,9 @@ async def _update(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> NotesU
     if not (plan.offloaded or snap.notes_needs_rebuild):
         return update
     count = ctx.counter.count
-    cap = ctx.settings.notes.cap_tokens
+    cap = text_cap(ctx, plan.notes_cap)
     draft = render(update.body, facts, cap_tokens=cap, count=count, limits=limits)
-    llm_text, update.rejected, update.error = await _llm_notes(ctx, draft, facts)
+    llm_text, update.rejected, update.error = await _llm_notes(ctx, draft, facts, cap)
     update.rendered = llm_text if llm_text is not None else draft
     update.source = "llm" if llm_text is not None else "extractive"
     update.tokens = count_text_block(ctx.counter, notes_block(update.rendered))
@@ -132,6 +132,17 @@ async def _update(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> NotesU
     missing = weakened(update.rendered, facts, min_content_kept=limits.min_content_kept)
     update.missing = [fact.text for fact in missing]
     return update
+
+
+# Tokens the header's join with the text may add beyond counting the two apart.
+JOIN_MARGIN_TOKENS = 2
+
+
+def text_cap(ctx: ServiceContext, block_cap: int) -> int:
+    """The notes text's cap when its whole block (header and message framing) may take
+    `block_cap` tokens."""
+    framing = count_text_block(ctx.counter, notes_block("-")) - ctx.counter.count("-")
+    return max(0, block_cap - framing - JOIN_MARGIN_TOKENS)
 
 
 def active_facts_view(facts: Sequence[Fact]) -> tuple[ActiveFact, ...]:

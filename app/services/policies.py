@@ -26,6 +26,8 @@ def plan_policy(settings: Settings) -> PlanPolicy:
         ),
         units=unit_policy(settings),
         recall_share=budget.recall_share,
+        notes_cap_tokens=settings.notes.cap_tokens,
+        notes_max_share=settings.notes.max_share,
     )
 
 

@@ -73,10 +73,11 @@ def watermark_view(settings: Settings, row: SessionRow) -> WatermarkView | None:
     return WatermarkView(
         context_window=window,
         reserve_tokens=budget.reserve,
-        recall_reserve_tokens=budget.recall_reserve,
-        budget=budget.available,
+        recall_share_tokens=budget.recall_share,
+        budget=budget.ceiling,
+        watermark_base=budget.watermark_base,
         prompt_tokens=prompt,
-        watermark=round(prompt / budget.available, 4),
+        watermark=round(prompt / budget.watermark_base, 4),
         level=level_for(prompt, budget, policy),
         levels=WatermarkLevels(
             offload_at=budget.line(policy.offload_ratio),

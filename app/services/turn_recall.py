@@ -9,11 +9,13 @@
 - A reference question or `force` with no hit injects the explicit no-match line (but not
   when hits exist and the budget has no room for them, or when they are in a block the
   window already holds).
-- k and B tighten in emergency, and B never lets the prompt pass the emergency line.
-- A block stays in the window as history until the next offload and is never injected again
-  (docs/DESIGN.md §1). The blocks held and the new one share the room kept for recall; when
-  the new one does not fit, it keeps its strongest items that do; only when not even the
-  strongest fits do held blocks give way, newest first (`_fitted`).
+- k and B tighten in emergency.
+- A turn's block takes at most R, the recall share of C − r. It stays in the window as
+  history until the next offload and is never injected again (docs/DESIGN.md §1). The blocks
+  held and the new one share the room up to R above the emergency line, never past C − r
+  (`core.plan.recall_room`); when the new one does not fit, it keeps its strongest items
+  that do; only when not even the strongest fits do held blocks give way, newest first
+  (`_fitted`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from app.core.assemble import anchor_seq, recalled_block
 from app.core.budget import Level
 from app.core.messages import Message
-from app.core.plan import Snapshot, TurnInput, TurnPlan, held_recall_tokens
+from app.core.plan import Snapshot, TurnInput, TurnPlan, held_recall_tokens, recall_room
 from app.core.recall_trace import CandidateTrace, RecallDecisions, trace_candidates
 from app.core.rerank import NO_MATCH_LINE, Injected, format_block
 from app.core.results import RecalledChunk, RecallMode, TurnRecallSummary
@@ -108,19 +110,18 @@ def _recent_texts(snap: Snapshot, context_turns: int) -> list[str]:
 
 
 def _limits(ctx: ServiceContext, plan: TurnPlan, extra_tokens: int) -> tuple[int, int, int]:
-    """k, B for the level, and the room recalled text (held and new) may fill."""
+    """k; B for the level, within R (this turn's block); and the room recalled text held and
+    new may fill together (`core.plan.recall_room`), in estimated tokens."""
     settings = ctx.settings.recall
     emergency = plan.level is Level.EMERGENCY
     top_k = settings.emergency_top_k if emergency else settings.top_k
     budget = settings.emergency_budget_tokens if emergency else settings.budget_tokens
-    budget_now = plan.config.budget
-    # Recalled text may use the room kept for it on top of the lines (`Budget.recall_reserve`).
-    emergency_line = budget_now.line(plan.config.policy.emergency_ratio) + budget_now.recall_reserve
+    config = plan.config
+    estimate = plan.estimate_after + extra_tokens
+    room = recall_room(config.budget, config.policy, estimate, plan.calibration_ratio)
     # The block's header and the blank lines between items are not part of any item.
     overhead = count_text_block(ctx.counter, recalled_block("-")) + 2 * top_k
-    prompt = plan.prompt_tokens_after + round(extra_tokens * plan.calibration_ratio)
-    headroom = (emergency_line - prompt) / plan.calibration_ratio - overhead
-    return top_k, budget, max(0, int(headroom))
+    return top_k, min(budget, max(0, room.block - overhead)), max(0, room.total - overhead)
 
 
 def _make_room(

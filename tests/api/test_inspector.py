@@ -76,6 +76,7 @@ async def test_a_turns_event_records_its_candidates_with_scores_and_outcomes(
     events = (await client.get("/sessions/ui-2/events", params={"limit": 500})).json()["events"]
     last = events[-1]["payload"]
     assert last["budget"] == answers[-1]["usage"]["budget"] and last["offload_ratio"] == 0.8
+    assert last["watermark_base"] == answers[-1]["usage"]["watermark_base"]
     candidates = last["recall"]["candidates"]
     assert candidates, "the question searched the archive"
     assert {c["outcome"] for c in candidates} <= {o.value for o in CandidateOutcome}

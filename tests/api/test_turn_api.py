@@ -25,8 +25,9 @@ async def test_first_turn_creates_the_session_and_returns_the_prompt(
     ]
     usage = body["usage"]
     assert usage["context_window"] == 128_000 and usage["reserve_tokens"] == 4096
-    assert usage["recall_reserve_tokens"] == int(0.15 * (128_000 - 4096))
-    assert usage["budget"] == 128_000 - 4096 - usage["recall_reserve_tokens"]
+    assert usage["recall_share_tokens"] == int(0.15 * (128_000 - 4096))
+    assert usage["budget"] == 128_000 - 4096  # as the README says: window − reserve
+    assert usage["watermark_base"] == usage["budget"] - usage["recall_share_tokens"]
     assert usage["level"] == "normal"
     assert 0 < usage["prompt_tokens"] < 30
     assert body["offload"]["triggered"] is False and body["offload"]["chunk_ids"] == []
@@ -56,7 +57,8 @@ async def test_a_long_conversation_offloads_and_stays_under_the_emergency_line(
         assert response.status_code == 200, response.text
         body = response.json()
         usage = body["usage"]
-        assert usage["prompt_tokens"] <= 0.95 * usage["budget"] + usage["recall_reserve_tokens"]
+        limit = 0.95 * usage["watermark_base"] + usage["recall_share_tokens"]
+        assert usage["prompt_tokens"] <= min(limit, usage["budget"])
         chunk_ids += body["offload"]["chunk_ids"]
     assert len(chunk_ids) >= 2
     chunk = (await client.get(f"/sessions/long/chunks/{chunk_ids[0]}")).json()

@@ -16,7 +16,7 @@ from app.store.database import Database
 # zh 0.84; dated 0.77 / 0.46; needle in prompt en 0.38, zh 0.17; false injection 0.20; twins
 # told "no match" 0.14. The floors sit below, so run-to-run jitter never fails them.
 FLOORS = {  # group: (Recall@5 through recall, needle in prompt)
-    "en": (0.78, 0.30),
+    "en": (0.78, 0.20),
     "zh": (0.75, 0.10),
     "en dated": (0.45, 0.0),
     "zh dated": (0.35, 0.0),

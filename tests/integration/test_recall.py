@@ -185,7 +185,7 @@ async def test_emergency_tightens_k(ctx: ServiceContext) -> None:
     assert response.usage.level == "emergency"
     assert response.recall.final_k <= 1
     usage = response.usage
-    assert usage.prompt_tokens <= 0.95 * usage.budget + usage.recall_reserve_tokens
+    assert usage.prompt_tokens <= 0.95 * usage.watermark_base + usage.recall_share_tokens
 
 
 async def test_reembed_picks_up_chunks_stored_while_the_embedder_was_down(

@@ -8,6 +8,7 @@ from app.core.budget import (
     Level,
     Policy,
     Unit,
+    floor_tokens,
     in_cooldown,
     level_for,
     plan_offload,
@@ -64,6 +65,8 @@ def test_reserve_default_is_capped_for_small_windows_and_explicit_reserve_wins()
         {"floor_turns": 0},
         {"floor_tokens": -1},
         {"cooldown_turns": -1},
+        {"floor_max_share": 0.7},
+        {"floor_max_share": -0.1},
     ],
 )
 def test_policy_rejects_disordered_ratios_and_negative_bounds(overrides: dict[str, float]) -> None:
@@ -99,13 +102,34 @@ def test_offload_is_a_batch_that_lands_in_the_safe_zone() -> None:
     assert [u.turn for u in plan.units] == list(range(1, 7))
 
 
-def test_floor_stays_when_keeping_it_lands_below_the_offload_line() -> None:
-    # floor of 4 turns = 7,000 tokens: above the 6,500 target but under the 8,000 line
+def test_the_floor_yields_whole_turns_until_the_target_even_below_the_offload_line() -> None:
+    # floor of 4 turns = 7,000 tokens: above the 6,500 target, so turn 2 goes too
     window = units(1_600, 1_750, 1_750, 1_750, 1_750)
     plan = plan_offload(window, 8_600, BUDGET, make_policy(floor_turns=4))
+    assert [u.turn for u in plan.units] == [1, 2]
+    assert plan.prompt_tokens_after == 5_250 <= BUDGET.line(0.65)
+    assert plan.floor_yielded
+
+
+def test_the_floor_stays_whole_when_the_target_is_reached_without_it() -> None:
+    window = units(2_000, 1_000, 1_000, 1_000, 1_000)
+    plan = plan_offload(window, 8_000, BUDGET, make_policy(floor_turns=4))
     assert [u.turn for u in plan.units] == [1]
-    assert plan.prompt_tokens_after == 7_000
     assert not plan.floor_yielded
+
+
+def test_a_turn_the_floor_gives_up_moves_whole() -> None:
+    # turn 2 has two units (a message, then a tool call with its result): once the floor
+    # yields turn 2, both go, although the first alone would reach the target
+    window = [
+        Unit(seqs=(1,), turn=1, tokens=1_000, pinned=False),
+        Unit(seqs=(2,), turn=2, tokens=2_000, pinned=False),
+        Unit(seqs=(3, 4), turn=2, tokens=500, pinned=False),
+        Unit(seqs=(5,), turn=3, tokens=4_000, pinned=True),
+    ]
+    plan = plan_offload(window, 8_500, BUDGET, make_policy(floor_turns=2))
+    assert [u.seqs for u in plan.units] == [(1,), (2,), (3, 4)]
+    assert plan.prompt_tokens_after == 5_000 and plan.floor_yielded
 
 
 def test_a_manual_offload_goes_to_its_target_past_the_floor() -> None:
@@ -113,6 +137,7 @@ def test_a_manual_offload_goes_to_its_target_past_the_floor() -> None:
     plan = plan_offload(window, 8_600, BUDGET, make_policy(floor_turns=4), target_tokens=3_500)
     assert [u.turn for u in plan.units] == [1, 2, 3]
     assert plan.prompt_tokens_after == 3_500
+    assert not plan.floor_yielded  # asked for on purpose: the floor does not apply
 
 
 def test_floor_yields_when_keeping_it_would_stay_above_the_offload_line() -> None:
@@ -126,11 +151,27 @@ def test_floor_yields_when_keeping_it_would_stay_above_the_offload_line() -> Non
 def test_floor_keeps_turns_and_tokens_whichever_keeps_more() -> None:
     window = units(3_000, 3_000, 200, 200, 200, 200)  # plus 3,000 of system prompt
     by_turns = plan_offload(window, 9_800, BUDGET, make_policy(floor_turns=4))
-    assert [u.turn for u in by_turns.units] == [1, 2]
-    # 3,500 tokens reach back into turn 2, which therefore stays
+    assert [u.turn for u in by_turns.units] == [1, 2] and not by_turns.floor_yielded
+    # 3,500 tokens reach back into turn 2, so moving it is the floor yielding
     by_tokens = plan_offload(window, 9_800, BUDGET, make_policy(floor_turns=1, floor_tokens=3_500))
-    assert [u.turn for u in by_tokens.units] == [1]
-    assert by_tokens.prompt_tokens_after == 6_800
+    assert [u.turn for u in by_tokens.units] == [1, 2] and by_tokens.floor_yielded
+
+
+def test_the_floors_token_part_is_capped_by_a_share_of_the_base() -> None:
+    small = Budget(context_window=4_000, reserve=1_000, recall_share=450)  # base 2,550
+    assert floor_tokens(make_policy(floor_tokens=6_000), small) == int(0.4 * 2_550)
+    assert floor_tokens(make_policy(floor_tokens=500), small) == 500
+    assert floor_tokens(make_policy(floor_tokens=6_000, floor_max_share=0.2), small) == 510
+    # 12 turns of 60 tokens, then the current one: the 1,020-token floor keeps 17 of them
+    window = units(*([60] * 40), 60)
+    plan = plan_offload(window, 2_460, small, make_policy(floor_turns=12, floor_tokens=6_000))
+    assert plan.prompt_tokens_after <= small.line(0.65) and not plan.floor_yielded
+
+
+def test_the_budget_names_the_ceiling_and_the_watermark_base_apart() -> None:
+    budget = Budget(context_window=8_000, reserve=2_000, recall_share=900)
+    assert (budget.ceiling, budget.watermark_base) == (6_000, 5_100)
+    assert budget.line(0.8) == 4_080
 
 
 def test_pinned_units_never_move_even_in_emergency() -> None:

@@ -16,7 +16,7 @@ from app.evaluation.report import prompt_tokens_figure, recall_figure
 LINES = {
     "window": 8000,
     "budget": 6000,
-    "ebbtide_budget": 5100,
+    "watermark_base": 5100,
     "offload_ratio": 0.8,
     "emergency_ratio": 0.95,
     "offload_at": 4080,

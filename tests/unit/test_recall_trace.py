@@ -174,13 +174,14 @@ def test_a_recalled_or_held_chunk_is_in_the_prompt_and_the_best_place_wins() -> 
 
 # --- reading a turn's event back -------------------------------------------------------------
 
-LINES = Lines(budget=1000, offload_ratio=0.8, emergency_ratio=0.95)
+LINES = Lines(budget=1000, watermark_base=850, offload_ratio=0.8, emergency_ratio=0.95)
 
 
 def test_an_offloading_turn_reads_back_as_a_point_with_its_marker() -> None:
     payload = {
         "prompt_tokens": 812,
         "budget": 900,
+        "watermark_base": 760,
         "offload_ratio": 0.7,
         "emergency_ratio": 0.9,
         "level": "offload",
@@ -200,6 +201,7 @@ def test_an_offloading_turn_reads_back_as_a_point_with_its_marker() -> None:
         120,
         900,
     )
+    assert point.watermark_base == 760
     assert (point.offload_ratio, point.emergency_ratio, point.level) == (0.7, 0.9, "offload")
     assert point.offload is not None
     assert point.offload.chunk_ids == ("ck_1", "ck_2") and point.offload.turn_range == (1, 4)
@@ -209,9 +211,16 @@ def test_an_offloading_turn_reads_back_as_a_point_with_its_marker() -> None:
 def test_an_event_written_before_the_budget_was_recorded_takes_the_sessions_lines() -> None:
     point = timeline_point(3, T0, {"prompt_tokens": 40, "offload": {"triggered": False}}, LINES)
     assert (point.budget, point.offload_ratio, point.emergency_ratio) == (1000, 0.8, 0.95)
+    assert point.watermark_base == 850
     assert point.offload is None and point.injected_tokens == 0 and point.level == "normal"
     odd = timeline_point(4, T0, {"offload": {"triggered": True, "turn_range": None}}, LINES)
     assert odd.offload is not None and odd.offload.turn_range is None
+
+
+def test_an_event_from_before_the_base_was_named_draws_its_budget_as_the_base() -> None:
+    # Such events recorded C − r − R as "budget"; the session's C − r is drawn above it.
+    point = timeline_point(5, T0, {"prompt_tokens": 700, "budget": 800}, LINES)
+    assert (point.budget, point.watermark_base) == (1000, 800)
 
 
 def test_a_turns_recall_reads_back_with_its_candidates_and_skips_what_it_cannot_read() -> None:

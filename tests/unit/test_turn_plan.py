@@ -2,16 +2,31 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import count
 from typing import Any
 
 import pytest
 
-from app.core.budget import Level
-from app.core.errors import InvalidPolicyOverride, InvalidWindow, OrphanToolResult, UnknownModel
+from app.core.budget import Budget, Level
+from app.core.errors import (
+    InvalidPolicyOverride,
+    InvalidWindow,
+    OrphanToolResult,
+    TurnExceedsBudget,
+    UnknownModel,
+)
 from app.core.formats import SystemPrompt
 from app.core.messages import Message
-from app.core.plan import Snapshot, TurnInput, TurnPlan, plan_turn
+from app.core.plan import (
+    Snapshot,
+    TurnInput,
+    TurnPlan,
+    plan_turn,
+    RecallRoom,
+    recall_room,
+    session_budget,
+)
 from app.providers.fakes import WhitespaceCounter
 from app.services.policies import plan_policy
 from app.settings import Settings
@@ -129,3 +144,68 @@ def test_observed_prompt_tokens_update_the_calibration() -> None:
     snap = existing(last_prompt_estimate=1000)
     result = plan(make_input(user("hi"), observed_prompt_tokens=1300), snap)
     assert result.calibration_ratio == pytest.approx(1.09)
+
+
+def tool_turn(results: int, lines: int, words_per_line: int) -> list[Message]:
+    calls = [(f"c{i}", "search") for i in range(results)]
+    body = "\n".join(words(words_per_line) for _ in range(lines))
+    return [assistant(None, calls), *(tool(call_id, body) for call_id, _ in calls)]
+
+
+def test_a_turn_too_large_for_the_window_has_its_largest_messages_stubbed_until_it_fits() -> None:
+    # 2,000 tokens: r 500, R 225, base 1,275, emergency line 1,211, notes cap 225; each of the
+    # five results (about 240 tokens) is under the single-message limit (318), not together
+    messages = tool_turn(results=5, lines=20, words_per_line=12)
+    result = plan(make_input(*messages, context_window=2_000))
+    stubbed = [m for m in result.new_messages if m.stub_chunk_id is not None]
+    assert 0 < len(stubbed) < 5 and len(result.oversize_drafts) == len(stubbed)
+    assert {m.stub_chunk_id for m in stubbed} == {d.id for d in result.oversize_drafts}
+    room = int(0.95 * 1_275) - 225  # no system prompt, no notes yet
+    assert sum(m.tokens for m in result.new_messages) <= room
+
+
+def test_stubs_shrink_to_the_id_and_size_when_their_lines_do_not_fit() -> None:
+    # 1,000 tokens: base 638, room 606 − 112; a stub quoting eight 18-word lines is no smaller
+    # than the 144-token result it stands for, so the stubs lose their lines
+    messages = tool_turn(results=4, lines=8, words_per_line=18)
+    result = plan(make_input(*messages, context_window=1_000))
+    stubbed = [m for m in result.new_messages if m.stub_chunk_id is not None]
+    assert stubbed and all("lorem" not in m.message.text for m in stubbed)
+    assert all(m.stub_chunk_id in m.message.text for m in stubbed)
+    assert sum(m.tokens for m in result.new_messages) <= int(0.95 * 638) - 112
+
+
+def test_a_turn_that_cannot_fit_even_stubbed_is_refused_before_any_write() -> None:
+    inp = make_input(user("hi"), context_window=1_000, system=SystemPrompt(words(800)))
+    with pytest.raises(TurnExceedsBudget) as raised:
+        plan(inp)
+    assert raised.value.details["budget"] == 750
+    assert raised.value.details["needed_tokens"] > 750
+
+
+def test_the_notes_cap_fits_the_window() -> None:
+    small = plan(make_input(user("hi"), context_window=2_000))
+    assert small.notes_cap == int(0.15 * 1_500)  # the share of C − r, under the 400 cap
+    large = plan(make_input(user("hi"), context_window=100_000))
+    assert large.notes_cap == 400
+
+
+def test_a_turn_with_recall_off_keeps_r_while_the_window_holds_recalled_blocks() -> None:
+    rules = plan_policy(SETTINGS)
+    assert session_budget(rules, 8_000, None, "off").recall_share == 0
+    held = session_budget(rules, 8_000, None, "off", holds_recall=True)
+    assert held.recall_share == session_budget(rules, 8_000, None, "auto").recall_share == 900
+
+
+def test_a_turns_block_takes_at_most_r_and_all_recalled_text_stays_under_the_budget() -> None:
+    budget = Budget(context_window=8_000, reserve=2_000, recall_share=900)  # base 5,100
+    policy = plan_policy(SETTINGS).policy  # emergency line 4,845: recalled text up to 5,745
+    assert recall_room(budget, policy, 3_000, 1.0) == RecallRoom(total=2_745, block=900)
+    assert recall_room(budget, policy, 5_300, 1.0) == RecallRoom(total=445, block=445)
+    assert recall_room(budget, policy, 6_500, 1.0) == RecallRoom(total=0, block=0)
+    # calibrated: 4,500 estimated tokens are 5,400 real ones at 1.2
+    room = recall_room(budget, policy, 4_500, 1.2)
+    assert room == RecallRoom(total=287, block=287)
+    assert 1.2 * (4_500 + room.total) <= 5_745
+    at_the_top = replace(policy, emergency_ratio=1.0)  # 5,100 + 900: the budget itself
+    assert recall_room(budget, at_the_top, 5_000, 1.0).total == 1_000
