@@ -19,7 +19,7 @@ TOKENS_FREED = Counter("ebbtide_offload_freed_tokens", "Prompt tokens freed by o
 FALLBACKS = Counter("ebbtide_fallbacks_total", "Degraded paths taken, by reason.", ["reason"])
 WATERMARK = Histogram(
     "ebbtide_watermark_ratio",
-    "Prompt tokens / budget at the start of a turn.",
+    "The prompt without recalled text / the watermark base (C − r − R), before any offload.",
     buckets=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.65, 0.7, 0.8, 0.9, 0.95, 1.0, 1.2),
 )
 TOKEN_BUCKETS = (250, 500, 1000, 2000, 4000, 8000, 16000, 32000, 64000, 128000, 256000)

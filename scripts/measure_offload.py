@@ -6,7 +6,9 @@ the embedded Postgres.
 
 Each turn posts the previous assistant reply and a new user message, about half the turn's
 tokens each; every fifth user message ends with a question about something said earlier, so
-recall (`auto`) searches and sometimes injects (hash embedder, embedded inline); with recall
+recall (`auto`) searches and sometimes injects (the default local embedder, chunks embedded
+inline so that each turn sees the vectors of the offload before it; `--embedder hash` for a
+quick run, with the margins its hashed vectors need, as the tests use them); with recall
 `off` the same conversation shows the offloads alone (R is then 0). Per run it reports
 the offloads, the turns between them, the tokens each one freed and where it landed (the
 watermark after it, against the target), the turns at each level, the largest prompt over
@@ -37,7 +39,7 @@ import httpx
 
 from app.evaluation.prefix import CacheShare
 from app.main import create_app
-from app.providers.embedders import HashEmbedder
+from app.providers.embedders import HashEmbedder, LocalEmbedder
 from app.providers.tokenizer import default_counter
 from app.services.context import ServiceContext
 from app.settings import Settings
@@ -55,6 +57,7 @@ WINDOWS = (4_000, 8_000, 32_000, 128_000)
 TURN_TOKENS = (60, 200, 1_000)
 QUESTION_EVERY = 5
 MIN_OFFLOADS = 8
+HASH_MARGINS = {"auto_min_margin": 0.5, "asked_min_margin": 0.35}  # tests/builders.py
 
 
 @dataclass(frozen=True)
@@ -96,7 +99,12 @@ def _median(values: list[float]) -> float | None:
 
 
 async def converse(
-    http: httpx.AsyncClient, window: int, turn_tokens: int, recall_mode: str, max_turns: int
+    http: httpx.AsyncClient,
+    window: int,
+    turn_tokens: int,
+    recall_mode: str,
+    max_turns: int,
+    policy: dict[str, float],
 ) -> RunResult:
     rng = random.Random(f"{window}-{turn_tokens}")  # the same turns in both recall modes
     counter = default_counter()
@@ -119,6 +127,7 @@ async def converse(
         }
         if turn == 0:
             body["system"] = SYSTEM
+            body["policy"] = policy
         answer = await http.post(f"/sessions/{session}/turn", json=body)
         answer.raise_for_status()
         result = answer.json()
@@ -157,22 +166,30 @@ async def converse(
     )
 
 
-async def measure(grid: list[tuple[int, int, str]], cap: int) -> list[RunResult]:
+async def measure(
+    grid: list[tuple[int, int, str]], cap: int, policy: dict[str, float], embedder_kind: str
+) -> list[RunResult]:
     data_dir = Path(tempfile.mkdtemp(prefix="ebbtide-offload-"))
     server = start_embedded(data_dir, database="postgres")
     url = fresh_database(server, "ebbtide_offload")
     await asyncio.to_thread(upgrade_head, url)
     database = Database.connect(url, pool_size=2)
-    settings = Settings(database_url=url, embedder={"kind": "hash", "offload_embedding": "inline"})
+    hashed = embedder_kind == "hash"
+    settings = Settings(
+        database_url=url,
+        embedder={"kind": embedder_kind, "offload_embedding": "inline"},
+        recall=HASH_MARGINS if hashed else {},
+    )
+    embedder = HashEmbedder() if hashed else LocalEmbedder()
     ctx = ServiceContext(
-        database=database, counter=default_counter(), embedder=HashEmbedder(), settings=settings
+        database=database, counter=default_counter(), embedder=embedder, settings=settings
     )
     results = []
     try:
         transport = httpx.ASGITransport(app=create_app(context=ctx))
         async with httpx.AsyncClient(transport=transport, base_url="http://ebbtide.local") as http:
             for window, turn_tokens, recall_mode in grid:
-                run = await converse(http, window, turn_tokens, recall_mode, cap)
+                run = await converse(http, window, turn_tokens, recall_mode, cap, policy)
                 print(json.dumps(asdict(run)), flush=True)
                 results.append(run)
     finally:
@@ -187,13 +204,20 @@ def main() -> None:
     parser.add_argument("--turn-tokens", type=int, nargs="+", default=list(TURN_TOKENS))
     parser.add_argument("--max-turns", type=int, default=4_000, help="per run, at most")
     parser.add_argument("--recall", nargs="+", default=["auto", "off"], choices=["auto", "off"])
+    parser.add_argument("--embedder", choices=["local", "hash"], default="local")
+    parser.add_argument(
+        "--target-ratio", type=float, help="a policy override: where a batch lands (default 0.65)"
+    )
     parser.add_argument("--out", type=Path, default=Path("out/offload.json"))
     args = parser.parse_args()
     grid = [(w, t, r) for w in args.windows for t in args.turn_tokens for r in args.recall]
-    runs = asyncio.run(measure(grid, args.max_turns))
+    policy = {} if args.target_ratio is None else {"target_ratio": args.target_ratio}
+    runs = asyncio.run(measure(grid, args.max_turns, policy, args.embedder))
     report: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d"),
         "command": "python scripts/measure_offload.py",
+        "policy": policy,
+        "embedder": args.embedder,
         "runs": [asdict(run) for run in runs],
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
