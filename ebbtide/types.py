@@ -141,6 +141,8 @@ class Status(_Answer):
     model: str | None
     context_window: int | None
     budget: int | None = None
+    watermark_base: int | None = None
+    recall_share_tokens: int | None = None
     prompt_tokens: int | None = None
     watermark: float | None = None
     level: str | None = None

@@ -5,7 +5,8 @@ the embedded Postgres.
     python scripts/measure_offload.py --out docs/bench/offload.json
 
 Each turn posts the previous assistant reply and a new user message, about half the turn's
-tokens each; every fifth user message ends with a question about something said earlier, so
+tokens each, in one-token English words drawn with Zipf weights (`ebbtide bench`'s text);
+every fifth user message is a question about something said earlier, so
 recall (`auto`) searches and sometimes injects (the default local embedder, chunks embedded
 inline so that each turn sees the vectors of the offload before it; `--embedder hash` for a
 quick run, with the margins its hashed vectors need, as the tests use them); with recall
@@ -37,6 +38,7 @@ from typing import Any
 
 import httpx
 
+from app.bench.run import VOCABULARY, sentence
 from app.evaluation.prefix import CacheShare
 from app.main import create_app
 from app.providers.embedders import HashEmbedder, LocalEmbedder
@@ -47,16 +49,12 @@ from app.store.database import Database
 from app.store.embedded import fresh_database, start_embedded
 from app.store.migrate import upgrade_head
 
-VOCABULARY = (
-    "deploy build queue shard region invoice customer ticket review branch merge schema table "
-    "index latency budget window token session archive recall vector lexical worker release "
-    "rollback migration alert dashboard metric tenant key rotate backup restore cache replica"
-).split()
 SYSTEM = "You are a release engineer's assistant. Answer briefly and cite the ticket."
 WINDOWS = (4_000, 8_000, 32_000, 128_000)
 TURN_TOKENS = (60, 200, 1_000)
 QUESTION_EVERY = 5
 MIN_OFFLOADS = 8
+RANK = {word: rank for rank, word in enumerate(VOCABULARY)}  # Zipf rank: higher is rarer
 HASH_MARGINS = {"auto_min_margin": 0.5, "asked_min_margin": 0.35}  # tests/builders.py
 
 
@@ -80,16 +78,24 @@ class RunResult:
     seconds: float
 
 
-def sentence(rng: random.Random, words: int) -> str:
-    return " ".join(rng.choice(VOCABULARY) for _ in range(max(1, words))) + "."
-
-
-def turn_messages(rng: random.Random, turn: int, turn_tokens: int) -> list[dict[str, str]]:
+def turn_messages(
+    rng: random.Random, turn: int, turn_tokens: int, said: list[str]
+) -> list[dict[str, str]]:
+    """The previous reply and the user's message, about half the turn's tokens each; `said`
+    gathers the user's messages. Each fifth message only asks about a word of one said 10 to
+    60 turns before (the rarest of its words, so that it names that turn), and the reply
+    before it takes the whole turn's tokens."""
     half = turn_tokens // 2
-    messages = [{"role": "assistant", "content": sentence(rng, half - 2)}] if turn else []
-    text = f"Step {turn}: " + sentence(rng, half - 4)
-    if turn % QUESTION_EVERY == QUESTION_EVERY - 1:
-        text += f" What did we decide about the {rng.choice(VOCABULARY)} earlier?"
+    asks = turn % QUESTION_EVERY == QUESTION_EVERY - 1 and len(said) > 10
+    reply = turn_tokens - 12 if asks else half - 2
+    messages = [{"role": "assistant", "content": sentence(rng, reply)}] if turn else []
+    if asks:
+        earlier = [w for w in said[-rng.randint(10, min(60, len(said)))].split() if w in RANK]
+        rarest = max(earlier, key=RANK.__getitem__)
+        text = f"What did we decide about the {rarest} earlier?"
+    else:
+        text = f"Step {turn}: " + sentence(rng, half - 4)
+    said.append(text)
     messages.append({"role": "user", "content": text})
     return messages
 
@@ -107,6 +113,7 @@ async def converse(
     policy: dict[str, float],
 ) -> RunResult:
     rng = random.Random(f"{window}-{turn_tokens}")  # the same turns in both recall modes
+    said: list[str] = []
     counter = default_counter()
     share = CacheShare(count=counter.count)
     offload_turns: list[int] = []
@@ -121,7 +128,7 @@ async def converse(
     turn = 0
     while turn < max_turns and len(offload_turns) <= MIN_OFFLOADS:
         body = {
-            "messages": turn_messages(rng, turn, turn_tokens),
+            "messages": turn_messages(rng, turn, turn_tokens, said),
             "context_window": window,
             "recall": recall_mode,
         }
@@ -197,6 +204,31 @@ async def measure(
     return results
 
 
+def _cell(value: float | None, digits: int = 2) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def markdown(runs: list[RunResult]) -> str:
+    """The table docs/BENCHMARKS.md quotes, one row per run."""
+    lines = [
+        "| window | turn tokens | recall | turns | offloads | turns between | tokens freed | "
+        "highest landing | prompt / (C − r) max | block / R max | cache share: run | "
+        "from 1st offload | between offloads |",
+        "| ---: | ---: | --- |" + " ---: |" * 10,
+    ]
+    for run in runs:
+        lines.append(
+            f"| {run.window:,} | {run.turn_tokens:,} | {run.recall} | {run.turns} | "
+            f"{run.offloads} | {_cell(run.turns_between_offloads, 0)} | "
+            f"{_cell(run.tokens_freed_per_offload, 0)} | "
+            f"{_cell(run.watermark_after_offload_max)} | {_cell(run.prompt_over_ceiling_max)} | "
+            f"{_cell(run.recall_over_share_max)} | **{_cell(run.cache_share)}** | "
+            f"{_cell(run.cache_share_from_first_offload)} | "
+            f"{_cell(run.cache_share_between_offloads)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     logging.disable(logging.INFO)  # a line per request and Postgres's own chatter
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -222,6 +254,7 @@ def main() -> None:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
+    args.out.with_suffix(".md").write_text(markdown(runs))
 
 
 if __name__ == "__main__":

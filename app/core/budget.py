@@ -45,7 +45,7 @@ class Policy:
     floor_turns: int
     floor_tokens: int
     cooldown_turns: int
-    floor_max_share: float = 0.4
+    floor_max_share: float
 
     def __post_init__(self) -> None:
         if not 0 < self.target_ratio < self.offload_ratio < self.emergency_ratio <= 1:

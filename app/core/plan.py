@@ -522,7 +522,11 @@ def plan_turn(
     if triggered:
         groups = group_units(window)
         units = [as_budget_unit(group, turn, ratio) for group in groups]
-        offload = policy_math.plan_offload(units, usage, config.budget, config.policy, manual)
+        # The notes are rendered anew by this turn: the batch makes room for them at their
+        # cap, so that the prompt lands at the target with whatever notes come out.
+        growth = max(0, window_notes_cap(rules, config.budget) - snap.notes_tokens)
+        planned = usage + calibrated(growth, ratio)
+        offload = policy_math.plan_offload(units, planned, config.budget, config.policy, manual)
         chosen = groups[: len(offload.units)]
         floor_yielded = offload.floor_yielded
     moved = {m.seq for unit in chosen for m in unit}

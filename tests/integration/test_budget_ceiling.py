@@ -3,16 +3,17 @@
 questions that recall, and the provider's reported prompt size moving the calibration.
 
 On every turn: the prompt never passes C − r (`usage.budget`), held blocks and recalled text
-included; the turn's recalled block never passes R (`usage.recall_share_tokens`); an offload lands at or below the target unless
-only the current turn is left; outside the emergency line no two offloads are closer than the
-cooldown. A turn that cannot fit even stubbed is refused with 413 and writes nothing."""
+included; the turn's recalled block never passes R (`usage.recall_share_tokens`); an offload
+lands at or below the target, the notes it rendered included, unless only the current turn
+is left; outside the emergency line no two offloads are closer than the cooldown. A turn that
+cannot fit even stubbed is refused with 413 and writes nothing."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from hypothesis import HealthCheck, given, settings, event
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -132,11 +133,9 @@ async def check_turn(
     assert injected <= usage.recall_share_tokens, f"turn {result.turn}: {recall}"
     if not result.offload.triggered:
         return
-    notes_before = tracker.last.notes.tokens if tracker.last else 0
-    grown = (result.notes.tokens - notes_before) * usage.calibration_ratio
-    landed = usage.watermark * usage.watermark_base - grown
+    landed = usage.watermark * usage.watermark_base  # with the notes the offload rendered
     target = int(TARGET_RATIO * usage.watermark_base)
-    if landed > target + 1:  # rounding of the reported watermark
+    if landed > target + 1 + 5e-5 * usage.watermark_base:  # the watermark has 4 decimals
         assert await window_turns_before(connection, session, result.turn) == 0, usage
     if usage.level != "emergency" and tracker.last_offload_turn is not None:
         assert result.turn - tracker.last_offload_turn > COOLDOWN, result.offload
@@ -176,7 +175,9 @@ async def test_no_prompt_passes_the_budget_and_recall_stays_in_its_share(
             event("refused")
             continue
         await check_turn(connection, session, result, tracker)
-        event(f"offload {result.offload.triggered}, level {result.usage.level}")
-        event(f"recall injected {result.recall.injected_tokens > 0}, held {result.recall.held_tokens > 0}")
-        event(f"near ceiling {result.usage.prompt_tokens > 0.9 * result.usage.budget}")
+        # What the examples reached (pytest --hypothesis-show-statistics)
+        usage, recall = result.usage, result.recall
+        event(f"offload {result.offload.triggered}, level {usage.level}")
+        event(f"recall injected {recall.injected_tokens > 0}, held {recall.held_tokens > 0}")
+        event(f"near the budget {usage.prompt_tokens > 0.9 * usage.budget}")
         tracker.last = result

@@ -28,6 +28,7 @@ def make_policy(**overrides: float) -> Policy:
         "floor_turns": 2,
         "floor_tokens": 0,
         "cooldown_turns": 2,
+        "floor_max_share": 0.4,
     }
     values.update(overrides)
     return Policy(**values)  # type: ignore[arg-type]

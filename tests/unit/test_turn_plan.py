@@ -19,11 +19,11 @@ from app.core.errors import (
 from app.core.formats import SystemPrompt
 from app.core.messages import Message
 from app.core.plan import (
+    RecallRoom,
     Snapshot,
     TurnInput,
     TurnPlan,
     plan_turn,
-    RecallRoom,
     recall_room,
     session_budget,
 )
