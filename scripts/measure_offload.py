@@ -143,9 +143,10 @@ async def converse(
         levels[usage["level"]] += 1
         ceiling = usage["context_window"] - usage["reserve_tokens"]
         over_ceiling = max(over_ceiling, usage["prompt_tokens"] / ceiling)
-        if usage["recall_share_tokens"]:
+        share_tokens = usage.get("recall_share_tokens", usage.get("recall_reserve_tokens"))
+        if share_tokens:  # (the second name: the release before, for the figures before)
             block = recall["injected_tokens"] * usage["calibration_ratio"]
-            over_share = max(over_share or 0.0, block / usage["recall_share_tokens"])
+            over_share = max(over_share or 0.0, block / share_tokens)
         recall_turns += recall["injected_tokens"] > 0
         if offload["triggered"]:
             offload_turns.append(turn)

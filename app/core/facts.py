@@ -70,12 +70,14 @@ class SourceMessage:
 class FactChanges:
     """`new` facts to insert; `superseded` pairs (old fact id, index into `new` or None for a
     plain cancellation); `resolved` ids of pending actions now done; `expired` ids of facts
-    the per-kind bound retired."""
+    the per-kind bound retired; `options_named` the source seqs of the options whose text a
+    new decision carries."""
 
     new: list[Fact] = field(default_factory=list)
     superseded: list[tuple[int, int | None]] = field(default_factory=list)
     resolved: list[int] = field(default_factory=list)
     expired: list[int] = field(default_factory=list)
+    options_named: list[int] = field(default_factory=list)
 
 
 # Not 别: it hides in 特别 and 区别.
@@ -291,24 +293,6 @@ def _has_cjk(text: str) -> bool:
     return bool(re.search(r"[\u4e00-\u9fff]", text))
 
 
-def _annotate(sentence: str, live: Sequence[Fact]) -> str:
-    """A sentence that points at an option by ordinal, with that option's text attached."""
-    ordinal = referenced_ordinal(sentence)
-    option = next(
-        (
-            f
-            for f in live
-            if f.kind is FactKind.OPTION and f.ordinal == ordinal and f.status is FactStatus.ACTIVE
-        ),
-        None,
-    )
-    if option is None:
-        return sentence
-    if _has_cjk(sentence):
-        return f"{sentence}（第{ordinal}个方案：{option.text}）"
-    return f"{sentence} (option {ordinal}: {option.text})"
-
-
 def _replacement_text(sentence: str, old: Fact) -> str:
     if _has_cjk(sentence):
         return f"{sentence}（取代：{old.text}）"
@@ -379,9 +363,21 @@ class _Extraction:
         if target is not None:
             self.retire(target, FactStatus.RESOLVED)
 
+    def annotate(self, sentence: str) -> str:
+        """A sentence that points at an option by ordinal, with that option's text attached."""
+        ordinal = referenced_ordinal(sentence)
+        option = next((f for f in self.active(FactKind.OPTION) if f.ordinal == ordinal), None)
+        if option is None:
+            return sentence
+        if option.source_seq is not None:
+            self.changes.options_named.append(option.source_seq)
+        if _has_cjk(sentence):
+            return f"{sentence}（第{ordinal}个方案：{option.text}）"
+        return f"{sentence} (option {ordinal}: {option.text})"
+
     def change(self, sentence: str, message: SourceMessage, cancel_only: bool) -> None:
         old = _best_related(sentence, self.active(*MUTABLE))
-        text = _annotate(sentence, self.live)
+        text = self.annotate(sentence)
         kind = FactKind.DECISION
         if old is not None and not cancel_only and old.kind is not FactKind.DECISION:
             kind, text = old.kind, _replacement_text(text, old)
@@ -400,7 +396,7 @@ class _Extraction:
         kind = classify(sentence)
         if kind is None or (kind in USER_ONLY and message.role != "user"):
             return
-        text = _annotate(sentence, self.live) if kind is FactKind.DECISION else sentence
+        text = self.annotate(sentence) if kind is FactKind.DECISION else sentence
         self.add(Fact(kind, text, message.turn, message.seq, message.role))
 
 

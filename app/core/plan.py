@@ -10,7 +10,8 @@ a turn that cannot fit the budget even with its text stored as chunks).
 The ceiling (docs/DESIGN.md §2): no prompt passes C − r. The plan keeps its share of that
 promise: an offload lands at the target unless only the current turn is left; the current
 turn's own messages are stubbed, largest first, until it fits under the emergency line with
-room for the notes to grow; the notes get a cap that fits what the window leaves
+room for the notes at their cap; an offload makes room for the notes it renders (as drafted
+by the caller, or at their cap); the notes get a cap that fits what the window leaves
 (`TurnPlan.notes_cap`). Recall fills at most R of the rest (services/turn_recall.py).
 """
 
@@ -501,8 +502,13 @@ def plan_turn(
     rules: PlanPolicy,
     now: datetime,
     new_id: Callable[[], str],
+    notes_tokens_after: int | None = None,
 ) -> TurnPlan:
-    """Validates the turn and decides everything it will write. Raises before any write."""
+    """Validates the turn and decides everything it will write. Raises before any write.
+
+    `notes_tokens_after`: what the notes an offload renders will take, when the caller knows
+    (the extractive notes, drafted from this turn's facts); unknown, the batch makes room for
+    the notes at their cap."""
     config = resolve_config(inp, snap, counter, rules)
     check_tool_results(snap.window, inp.messages)
     ratio = _calibration(inp, snap, rules.calibration)
@@ -522,9 +528,12 @@ def plan_turn(
     if triggered:
         groups = group_units(window)
         units = [as_budget_unit(group, turn, ratio) for group in groups]
-        # The notes are rendered anew by this turn: the batch makes room for them at their
-        # cap, so that the prompt lands at the target with whatever notes come out.
-        growth = max(0, window_notes_cap(rules, config.budget) - snap.notes_tokens)
+        # The notes are rendered anew by this turn: the batch makes room for what they grow
+        # by, so that the prompt lands at the target with the new notes in it.
+        notes_after = notes_tokens_after
+        if notes_after is None:
+            notes_after = window_notes_cap(rules, config.budget)
+        growth = max(0, notes_after - snap.notes_tokens)
         planned = usage + calibrated(growth, ratio)
         offload = policy_math.plan_offload(units, planned, config.budget, config.policy, manual)
         chosen = groups[: len(offload.units)]

@@ -1,8 +1,10 @@
 """Updating C2, the scratchpad and its key facts, each turn (docs/DESIGN.md §1).
 
 Facts are extracted from the new messages every turn and written with the turn. The rendered
-notes change only when the window does (an offload) or after a failed update, so C0 ⊕ C2
-stay a stable prefix for provider caches between offloads. With a chat model configured the
+notes change only when the window does (an offload), after a failed update, or when a new
+decision names an option whose list has left the window (the notes are then the only place
+that option's text is in the prompt), so C0 ⊕ C2 stay a stable prefix for provider caches
+between offloads. With a chat model configured the
 model writes the notes from the extractive draft; its text is kept only if no active
 constraint is dropped or weakened, otherwise the extractive notes stand and the turn's event
 says which constraints the model lost. Notes never fail a turn: on an unexpected error the
@@ -18,12 +20,12 @@ from dataclasses import dataclass, field
 from app.core.assemble import notes_block
 from app.core.facts import Fact, FactChanges, FactStatus, SourceMessage, apply, extract
 from app.core.notes import NotesBody, render, update_body, weakened
-from app.core.plan import Snapshot, TurnPlan
+from app.core.plan import Snapshot, TurnPlan, window_notes_cap
 from app.core.ports import ChatModelUnavailable
 from app.core.results import ActiveFact, NotesSource, NotesSummary
 from app.core.tokens import count_text_block
 from app.services.context import ServiceContext
-from app.services.policies import notes_limits
+from app.services.policies import notes_limits, plan_policy
 
 NOTES_RULES = """You keep the scratchpad of a long conversation between a user and an assistant.
 Rewrite the draft notes below into the same sections ([Goal], [Constraints], [Open items],
@@ -112,18 +114,39 @@ async def update_notes(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> N
         )
 
 
-async def _update(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> NotesUpdate:
+def _extracted(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> NotesUpdate:
+    """The turn's fact changes and body, nothing rendered yet. What the notes hold depends
+    on this turn's messages only, never on which of the window's messages the plan offloads."""
     sources = _sources(plan)
     changes = extract(sources, snap.facts, ctx.settings.notes.max_active_per_kind)
-    facts = apply(snap.facts, changes)
+    body = update_body(snap.notes_body, sources, notes_limits(ctx.settings))
+    return NotesUpdate(changes=changes, body=body, facts=apply(snap.facts, changes))
+
+
+def _draft(ctx: ServiceContext, update: NotesUpdate, cap: int) -> str:
     limits = notes_limits(ctx.settings)
-    body = update_body(snap.notes_body, sources, limits)
-    update = NotesUpdate(changes=changes, body=body, facts=facts)
-    if not (plan.offloaded or snap.notes_needs_rebuild):
+    return render(update.body, update.facts, cap_tokens=cap, count=ctx.counter.count, limits=limits)
+
+
+def drafted_notes_tokens(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> int | None:
+    """What the notes an offload renders will take: the extractive draft's block at the
+    window's cap (None with a chat model configured, whose notes may take up to the cap)."""
+    if ctx.chat_model is not None:
+        return None
+    update = _extracted(ctx, snap, plan)
+    cap = text_cap(ctx, window_notes_cap(plan_policy(ctx.settings), plan.config.budget))
+    return count_text_block(ctx.counter, notes_block(_draft(ctx, update, cap)))
+
+
+async def _update(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> NotesUpdate:
+    update = _extracted(ctx, snap, plan)
+    facts, limits = update.facts, notes_limits(ctx.settings)
+    if not (
+        plan.offloaded or snap.notes_needs_rebuild or _names_archived_option(update.changes, plan)
+    ):
         return update
-    count = ctx.counter.count
     cap = text_cap(ctx, plan.notes_cap)
-    draft = render(update.body, facts, cap_tokens=cap, count=count, limits=limits)
+    draft = _draft(ctx, update, cap)
     llm_text, update.rejected, update.error = await _llm_notes(ctx, draft, facts, cap)
     update.rendered = llm_text if llm_text is not None else draft
     update.source = "llm" if llm_text is not None else "extractive"
@@ -132,6 +155,11 @@ async def _update(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> NotesU
     missing = weakened(update.rendered, facts, min_content_kept=limits.min_content_kept)
     update.missing = [fact.text for fact in missing]
     return update
+
+
+def _names_archived_option(changes: FactChanges, plan: TurnPlan) -> bool:
+    in_window = {m.seq for m in plan.window_after}
+    return any(seq not in in_window for seq in changes.options_named)
 
 
 # Tokens the header's join with the text may add beyond counting the two apart.

@@ -34,7 +34,7 @@ from app.core.results import HistoryMatch, TurnResult
 from app.core.transcript import StoredEntry, reconcile
 from app.core.types import JsonObject, WindowMessage
 from app.services.context import ServiceContext
-from app.services.notes import NotesUpdate, update_notes
+from app.services.notes import NotesUpdate, drafted_notes_tokens, update_notes
 from app.services.offload import build_batch
 from app.services.policies import plan_policy
 from app.services.sessions import locked_session, owned
@@ -246,7 +246,12 @@ def _planned(ctx: ServiceContext, inp: TurnInput, snap: Snapshot, started: float
     ctx = ctx.for_model(inp.model or snap.model or ctx.settings.default_model)
     timings = {"db_read": _ms_since(started)}
     mark = time.perf_counter()
-    plan = plan_turn(inp, snap, ctx.counter, plan_policy(ctx.settings), ctx.clock(), ctx.new_id)
+    rules = plan_policy(ctx.settings)
+    plan = plan_turn(inp, snap, ctx.counter, rules, ctx.clock(), ctx.new_id)
+    if plan.offloaded:  # the batch makes room for the notes as they will come out
+        notes_after = drafted_notes_tokens(ctx, snap, plan)
+        if notes_after is not None:
+            plan = plan_turn(inp, snap, ctx.counter, rules, ctx.clock(), ctx.new_id, notes_after)
     timings["plan"] = _ms_since(mark)
     return Planned(ctx, plan, timings, started)
 

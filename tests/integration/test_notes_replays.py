@@ -111,9 +111,25 @@ async def test_a_decision_about_the_second_proposal_names_it_after_offloads(
     picked = await post(ctx, f"r-{lang}", user(script["pick"]))
     decision = next(f for f in picked.notes.facts if f.kind == "decision")
     assert script["picked_content"] in decision.text
+    # The list has left the window: the notes render now, so the prompt names the option.
+    assert picked.notes.updated and not picked.offload.triggered
+    assert script["picked_content"] in notes_of(picked)
     response = await through_offloads(ctx, f"r-{lang}")
     assert script["picked_content"] in notes_of(response)
     assert script["options"].splitlines()[0] not in window_text(response)
+
+
+async def test_a_decision_about_an_option_still_in_the_window_leaves_the_notes_alone(
+    ctx: ServiceContext,
+) -> None:
+    script = SCRIPTS["en"]
+    await post(ctx, "r-near", user(script["constraints"]))
+    await through_offloads(ctx, "r-near", count=1)
+    listed = await post(ctx, "r-near", user("?"), assistant(script["options"]))
+    picked = await post(ctx, "r-near", user(script["pick"]))
+    assert not picked.offload.triggered and not picked.notes.updated
+    assert picked.notes.text == listed.notes.text  # the prompt's prefix is unchanged
+    assert script["picked_content"] in window_text(picked)
 
 
 @pytest.mark.parametrize("lang", ["zh", "en"])

@@ -165,12 +165,17 @@ async def test_a_chunk_offloaded_by_this_turn_is_recallable_in_the_same_turn(
     ctx: ServiceContext,
 ) -> None:
     session = "r11"
-    await run_turn(ctx, turn_input(session, [user(FACTS[1])], **WINDOW))
-    for t in range(30):
-        messages = [user(f"filler {t} {words(100)}"), user("Remind me of the warehouse rule.")]
-        response = await run_turn(ctx, turn_input(session, messages, **WINDOW))
-        if response.offload.triggered:
+    response = await run_turn(ctx, turn_input(session, [user(FACTS[1])], **WINDOW))
+    for t in range(30):  # filler only, up to half the watermark's base
+        if response.usage.watermark >= 0.5:
             break
+        messages = [user(f"filler {t} {words(100)}")]
+        response = await run_turn(ctx, turn_input(session, messages, **WINDOW))
+    # One turn that crosses the offload line and asks: the question is said only here, so
+    # no earlier copy of it in the archive can outrank the fact.
+    long_filler = [user(f"long filler {part} {words(150)}") for part in range(3)]
+    question_turn = [*long_filler, user("Remind me of the warehouse rule.")]
+    response = await run_turn(ctx, turn_input(session, question_turn, **WINDOW))
     assert response.offload.triggered
     assert FACTS[1] in recalled_block(response)
     assert response.recall.hits[0].chunk_id in response.offload.chunk_ids

@@ -129,8 +129,10 @@ def test_options_are_listed_and_a_decision_names_the_one_it_points_at() -> None:
         (2, "按月汇总"),
         (3, "实时看板"),
     ]
-    (decision,) = extract([said("把第二个方案改成按周统计", turn=7)], facts).new
+    picked = extract([said("把第二个方案改成按周统计", turn=7)], facts)
+    (decision,) = picked.new
     assert decision.kind is FactKind.DECISION and "按月汇总" in decision.text
+    assert picked.options_named == [10]  # the list's message, seq 10
     english = stored(
         extract(
             [

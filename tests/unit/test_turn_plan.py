@@ -140,6 +140,29 @@ def test_crossing_the_watermark_plans_a_batch_offload_below_target() -> None:
     assert offloaded == set(range(1, 1 + len(offloaded)))  # the oldest ones
 
 
+def test_an_offload_makes_room_for_the_notes_it_will_render() -> None:
+    window = [
+        make_window_message(seq=i, turn=i, message=user(words(100)), tokens=103)
+        for i in range(1, 46)
+    ]
+    snap = existing(
+        turn_count=45, next_seq=46, model=None, context_window=8_000, window=window, notes_tokens=50
+    )
+    rules = plan_policy(SETTINGS)
+
+    def planned(notes_after: int | None) -> TurnPlan:
+        inp = make_input(user("next"))
+        return plan_turn(inp, snap, COUNTER, rules, T0, lambda: "ck_1", notes_after)
+
+    unknown, drafted, unchanged = planned(None), planned(250), planned(50)
+    target = rules.policy.target_ratio * unknown.config.budget.watermark_base
+    assert unknown.offloaded and unknown.notes_cap == 400  # unknown: room at the cap
+    for result, notes_after in ((unknown, 400), (drafted, 250), (unchanged, 50)):
+        assert result.prompt_tokens_after - 50 + notes_after <= target
+    moved = [sum(len(unit) for unit in p.offload_units) for p in (unknown, drafted, unchanged)]
+    assert moved[0] > moved[1] > moved[2]  # no more than the notes need
+
+
 def test_observed_prompt_tokens_update_the_calibration() -> None:
     snap = existing(last_prompt_estimate=1000)
     result = plan(make_input(user("hi"), observed_prompt_tokens=1300), snap)
