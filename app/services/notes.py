@@ -4,11 +4,11 @@ Facts are extracted from the new messages every turn and written with the turn. 
 notes change only when the window does (an offload), after a failed update, or when a new
 decision names an option whose list has left the window (the notes are then the only place
 that option's text is in the prompt), so C0 ⊕ C2 stay a stable prefix for provider caches
-between offloads. With a chat model configured the
-model writes the notes from the extractive draft; its text is kept only if no active
-constraint is dropped or weakened, otherwise the extractive notes stand and the turn's event
-says which constraints the model lost. Notes never fail a turn: on an unexpected error the
-previous C2 stays, `needs_rebuild` is set and the next turn renders again.
+between offloads. With a chat model configured the model writes the notes from the
+extractive draft; its text is kept only if no active constraint is dropped or weakened,
+otherwise the extractive notes stand and the turn's event says which constraints the model
+lost. Notes never fail a turn: on an unexpected error the previous C2 stays, `needs_rebuild`
+is set and the next turn renders again.
 """
 
 from __future__ import annotations
@@ -133,9 +133,12 @@ def drafted_notes_tokens(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) ->
     window's cap (None with a chat model configured, whose notes may take up to the cap)."""
     if ctx.chat_model is not None:
         return None
-    update = _extracted(ctx, snap, plan)
-    cap = text_cap(ctx, window_notes_cap(plan_policy(ctx.settings), plan.config.budget))
-    return count_text_block(ctx.counter, notes_block(_draft(ctx, update, cap)))
+    try:
+        update = _extracted(ctx, snap, plan)
+        cap = text_cap(ctx, window_notes_cap(plan_policy(ctx.settings), plan.config.budget))
+        return count_text_block(ctx.counter, notes_block(_draft(ctx, update, cap)))
+    except Exception:  # never fails the turn: the batch makes room at the cap instead
+        return None
 
 
 async def _update(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> NotesUpdate:
