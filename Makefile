@@ -11,6 +11,8 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	@# The old engine's package installs the same `pgserver` module: it must go first.
+	$(BIN)/pip uninstall --quiet --yes pgserver 2>/dev/null || true
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
@@ -20,7 +22,7 @@ run: $(STAMP)
 	$(BIN)/ebbtide serve
 
 test: lint chromium
-	$(BIN)/pytest --cov=app --cov=ebbtide --cov-report=term --cov-fail-under=90
+	$(BIN)/pytest -n 2 --dist loadfile --cov=app --cov=ebbtide --cov-report=term --cov-fail-under=90
 	$(BIN)/coverage report --include='app/core/*' --fail-under=100
 
 chromium:

@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -223,7 +224,7 @@ def startup_banner(settings: Settings, ctx: ServiceContext, *, keys: bool, docs:
         where = make_url(settings.database_url).render_as_string(hide_password=True)
         data = f"Postgres at {where} (DATABASE_URL)"
     else:
-        data = f"embedded Postgres 16 + pgvector in {settings.data_dir.resolve() / 'pg'}"
+        data = f"embedded Postgres in {settings.data_dir.resolve() / 'pg'}"
     if keys:
         access = "API keys on: every call needs one; the inspector asks for one at /ui/login"
     else:
@@ -241,7 +242,25 @@ def startup_banner(settings: Settings, ctx: ServiceContext, *, keys: bool, docs:
     pages = [f"inspector {base}/ui/" if settings.inspector.enabled else "inspector off"]
     pages.append(f"API docs {base}/docs" if docs else "API docs off (EBBTIDE_DOCS=true)")
     lines = [f"data: {data}", access, embedder, ", ".join(pages), f"serving on {base}"]
+    engine = ctx.database.detected_engine
+    if engine is not None:  # as /readyz reports it
+        lines.insert(1, json.dumps({"engine": asdict(engine)}))
     return "\n".join(f"ebbtide: {line}" for line in lines)
+
+
+def engine(settings: Settings, args: argparse.Namespace) -> None:
+    """Upgrades the embedded data folder to the bundled Postgres (app/store/engine_upgrade.py)."""
+    from app.store.engine_upgrade import upgrade_embedded
+
+    if settings.database_url:
+        sys.exit("ebbtide: DATABASE_URL is set: upgrade that server with its own tools")
+    done = upgrade_embedded(
+        settings.data_dir, args.old_bindir, say=lambda line: print(f"ebbtide: {line}")
+    )
+    print(
+        f"ebbtide: {done.pgdata} now holds PostgreSQL {done.to_major} data; the PostgreSQL "
+        f"{done.from_major} folder is kept as {done.kept}: delete it once the service runs well"
+    )
 
 
 def mcp_stdio(settings: Settings) -> None:
@@ -418,10 +437,39 @@ def main(argv: list[str] | None = None) -> None:
     )
     benchmark.add_argument("--out", type=Path, default=Path("out/bench"))
     benchmark.add_argument("--quick", action="store_true", help="small sizes, about 2 min")
+    engines = commands.add_parser("engine", help="the embedded Postgres's data folder")
+    engine_actions = engines.add_subparsers(dest="action", required=True)
+    upgrading = engine_actions.add_parser(
+        "upgrade", help="move data written by an older embedded Postgres to the bundled one"
+    )
+    upgrading.add_argument(
+        "--old-bindir",
+        type=Path,
+        default=None,
+        help="the old version's binaries (default: fetched with pip into a scratch folder)",
+    )
     openapi = commands.add_parser("openapi", help="write the OpenAPI schema")
     openapi.add_argument("--out", type=Path, default=Path("openapi/openapi.json"))
     args = parser.parse_args(argv)
-    settings = get_settings()
+    from app.store.embedded import EmbeddedDataOutdated
+    from app.store.engine_upgrade import (
+        EmbeddedServerRunning,
+        EngineUpgradeFailed,
+        NothingToUpgrade,
+    )
+
+    try:
+        _run_command(args, get_settings())
+    except (
+        EmbeddedDataOutdated,
+        NothingToUpgrade,
+        EmbeddedServerRunning,
+        EngineUpgradeFailed,
+    ) as e:
+        sys.exit(f"ebbtide: {e}")
+
+
+def _run_command(args: argparse.Namespace, settings: Settings) -> None:
     if args.command == "serve":
         serve(settings)
     elif args.command == "mcp":
@@ -448,6 +496,8 @@ def main(argv: list[str] | None = None) -> None:
         purge(settings, args)
     elif args.command == "bench":
         bench(settings, args)
+    elif args.command == "engine":
+        engine(settings, args)
     elif args.command == "openapi":
         write_openapi(args.out)
 

@@ -171,6 +171,8 @@ def create_app(
             # `ebbtide serve` started the embedded Postgres for this URL: keep it up
             supervisor = supervise_embedded(settings.data_dir, settings.db.embedded_check_s)
             timers.append(asyncio.create_task(supervisor))
+        if owned:
+            await app.state.context.database.store_engine()  # read once: the banner says it
         if on_ready is not None:
             on_ready(app.state.context)
         try:

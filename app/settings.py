@@ -249,11 +249,17 @@ class RecallSettings(BaseModel):
         "newest first: its cost stays bounded however many share a common word.",
     )
     hnsw_ef_search: int = Field(100, ge=1, le=1000)
+    hnsw_max_scan_tuples: int = Field(
+        20000,
+        ge=1,
+        description="Index entries an iterative HNSW scan visits at most looking for the "
+        "session's nearest units; a session it cannot fill them from is scanned exactly.",
+    )
     exact_max_units: int = Field(
-        10000,
+        2000,
         ge=0,
-        description="Sessions with up to this many units are searched exactly (deterministic); "
-        "larger ones through the HNSW index.",
+        description="Sessions with up to this many units are scanned exactly; larger ones "
+        "through the HNSW index, filtered by session as the graph walk goes.",
     )
     units_per_candidate: int = Field(
         4, ge=1, description="Nearest units fetched per candidate chunk wanted (R)."

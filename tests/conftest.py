@@ -5,9 +5,11 @@ its end (the code under test commits to a savepoint)."""
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import fasteners
 import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -19,17 +21,37 @@ from app.services.context import ServiceContext
 from app.settings import Settings, get_settings
 from app.store import statements
 from app.store.database import Database, async_url
-from app.store.embedded import drop_database, fresh_database, start_embedded, url_of_database
+from app.store.embedded import (
+    bundled_major,
+    data_major,
+    drop_database,
+    fresh_database,
+    pgdata_of,
+    start_embedded,
+    url_of_database,
+)
 from app.store.migrate import upgrade_head
 from tests.builders import HASH_RECALL
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
+def _drop_outdated(data_dir: Path) -> None:
+    """The tests' data folder is disposable: one written by an older engine is started anew
+    (under a lock: xdist's workers all come here at once)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with fasteners.InterProcessLock(data_dir / ".outdated-check.lock"):
+        pgdata = pgdata_of(data_dir)
+        written = data_major(pgdata)
+        if written is not None and written != bundled_major():
+            shutil.rmtree(pgdata)
+
+
 @pytest.fixture(scope="session")
 def database_url() -> Iterator[str]:
     """A freshly migrated database for this worker."""
     data_dir = Path(os.environ.get("EBBTIDE_TEST_DATA_DIR", PROJECT_ROOT / ".ebbtide-test"))
+    _drop_outdated(data_dir)
     admin_url = start_embedded(data_dir, database="postgres")
     name = f"ebbtide_test_{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
     url = fresh_database(admin_url, name)

@@ -18,9 +18,11 @@ from app.api.schemas import (
     EVENT_KIND_PATTERN,
     SESSION_ID_PATTERN,
     ChunkView,
+    EngineView,
     EventsPage,
     MemoryCall,
     MemoryResponse,
+    Readiness,
     RecallRequest,
     RecallResponse,
     RememberRequest,
@@ -209,11 +211,14 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", tags=["ops"], responses={503: ERROR_RESPONSES[503]})
+@router.get(
+    "/readyz", tags=["ops"], response_model=Readiness, responses={503: ERROR_RESPONSES[503]}
+)
 async def readyz(ctx: Context) -> Any:
-    """The database answers."""
+    """The database answers; which engine runs the search."""
     if await ctx.database.ping():
-        return {"status": "ready"}
+        engine = await ctx.database.store_engine()
+        return Readiness(status="ready", engine=EngineView.model_validate(engine))
     return error_response(503, "database_unavailable", "the database does not answer")
 
 

@@ -668,3 +668,14 @@ class ToolDefinitions(_View):
     types: list[str] = Field(description="The types this key may call.")
     openai: JsonObject = Field(description="Chat Completions `tools` entry.")
     anthropic: JsonObject = Field(description="Messages API `tools` entry.")
+
+
+class EngineView(_View):
+    postgres: str = Field(description='The server\'s version, e.g. "18.6".')
+    vector: str | None = Field(description="pgvector's version (none: not installed).")
+    lexical: str = Field(description='The lexical ranking: "tsvector" (docs/DESIGN.md §4).')
+
+
+class Readiness(BaseModel):
+    status: str
+    engine: EngineView

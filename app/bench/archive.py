@@ -17,7 +17,7 @@ from pgvector.psycopg import register_vector
 
 from app.core.stats import percentiles
 from app.core.types import session_key
-from app.services.recall import QueryVectors, search_archive
+from app.services.recall import QueryVectors, search_archive, vector_scan
 from app.settings import RecallSettings
 from app.store.database import Database, libpq_url
 from app.store.distribution import partition_by_session
@@ -146,8 +146,7 @@ async def _search(
                 qvec,
                 qvec,
                 settings.candidates * settings.units_per_candidate,
-                ef_search=settings.hnsw_ef_search,
-                exact_max_units=settings.exact_max_units,
+                vector_scan(settings),
             )
             middle = time.perf_counter()
             await lexical_candidates(

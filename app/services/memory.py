@@ -47,6 +47,7 @@ from app.services.context import ServiceContext
 from app.services.notes import text_cap
 from app.services.offload import embed_passages
 from app.services.policies import notes_limits
+from app.services.recall import vector_scan
 from app.services.sessions import locked_session, owned_session, watermark_view
 from app.store import chunks as chunk_store
 from app.store import events as event_store
@@ -84,7 +85,6 @@ async def _nearest_duplicate(
 ) -> str | None:
     if vector is None:
         return None
-    settings = ctx.settings.recall
     nearest = await recall_store.unit_candidates(
         db,
         key,
@@ -92,8 +92,7 @@ async def _nearest_duplicate(
         vector,
         vector,
         1,
-        ef_search=settings.hnsw_ef_search,
-        exact_max_units=settings.exact_max_units,
+        vector_scan(ctx.settings.recall),
     )
     if nearest and nearest[0].similarity >= ctx.settings.memory.duplicate_similarity:
         return nearest[0].chunk_id

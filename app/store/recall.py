@@ -78,6 +78,26 @@ async def _unit_count_exceeds(db: AsyncSession, session_id: str, bound: int) -> 
     return int(await db.scalar(select(func.count()).select_from(probe.subquery())) or 0) > bound
 
 
+# The HNSW scan's settings for this transaction (SET LOCAL), in one round trip.
+_SCAN_SETTINGS = text(
+    "SELECT set_config('hnsw.iterative_scan', 'strict_order', true), "
+    "set_config('hnsw.ef_search', :ef_search, true), "
+    "set_config('hnsw.max_scan_tuples', :max_tuples, true)"
+)
+
+
+@dataclass(frozen=True)
+class VectorScan:
+    """How the vector channel searches a session: exactly up to `exact_max_units` units,
+    beyond through the HNSW index with pgvector's iterative scan (strict order): the graph
+    walk goes on past `ef_search` candidates until `limit` rows of the session are found or
+    `max_scan_tuples` were visited."""
+
+    ef_search: int
+    exact_max_units: int
+    max_scan_tuples: int
+
+
 async def unit_candidates(
     db: AsyncSession,
     session_id: str,
@@ -85,17 +105,20 @@ async def unit_candidates(
     query: Sequence[float],
     shifted: Sequence[float],
     limit: int,
-    *,
-    ef_search: int,
-    exact_max_units: int,
+    scan: VectorScan,
 ) -> list[UnitHit]:
-    """The session's units nearest the query, of vectors by `model` only. A session of up to
-    `exact_max_units` units is scanned exactly, so the same query on the same archive gives the
-    same answer; a larger one goes through the HNSW index (which filters by session after its
-    graph search: when that leaves fewer than `limit` rows, the session is scanned exactly)."""
-    exact = not await _unit_count_exceeds(db, session_id, exact_max_units)
-    if not exact:  # the index returns at most ef_search rows: never fewer than asked for
-        await db.execute(text(f"SET LOCAL hnsw.ef_search = {max(int(ef_search), limit)}"))
+    """The session's units nearest the query, of vectors by `model` only. A small session is
+    scanned exactly; a larger one through the index, filtered by session as the walk goes (a
+    session's share of a table too large for the walk to find `limit` of its rows within
+    `max_scan_tuples` is scanned exactly instead). The same query on the same archive gets
+    the same answer either way."""
+    exact = not await _unit_count_exceeds(db, session_id, scan.exact_max_units)
+    if not exact:
+        await db.execute(
+            _SCAN_SETTINGS.bindparams(
+                ef_search=str(max(scan.ef_search, limit)), max_tuples=str(scan.max_scan_tuples)
+            )
+        )
     statement = _unit_query(session_id, model, query, shifted, limit, exact=exact)
     rows = (await db.execute(statement)).all()
     if not exact and len(rows) < limit:

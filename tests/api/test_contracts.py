@@ -43,12 +43,12 @@ def load_compose() -> dict[str, Any]:
     return compose
 
 
-def test_compose_runs_pgvector_postgres_16_with_a_named_volume() -> None:
+def test_compose_runs_pgvector_postgres_18_with_a_named_volume() -> None:
     compose = load_compose()
     db = compose["services"]["db"]
-    assert db["image"].startswith("pgvector/pgvector:pg16")
+    assert db["image"] == "pgvector/pgvector:0.8.1-pg18"  # the embedded engine's versions
     volume, target = db["volumes"][0].split(":")
-    assert volume in compose["volumes"] and target == "/var/lib/postgresql/data"
+    assert volume in compose["volumes"] and target == "/var/lib/postgresql"
     assert "pg_isready" in " ".join(db["healthcheck"]["test"])
 
 

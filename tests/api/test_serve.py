@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
@@ -26,7 +27,7 @@ def test_serve_starts_embedded_postgres_migrates_and_answers_turns(tmp_path: Pat
     said = (tmp_path / "serve.log").read_text()
     data = tmp_path.resolve() / "data" / "pg"
     for line in (
-        f"ebbtide: data: embedded Postgres 16 + pgvector in {data}",
+        f"ebbtide: data: embedded Postgres in {data}",
         "ebbtide: API keys off (development mode, loopback only)",
         "ebbtide: embedder multilingual-e5-small-q4 (local); offloads queue their embedding for a "
         "worker in this process",
@@ -34,6 +35,9 @@ def test_serve_starts_embedded_postgres_migrates_and_answers_turns(tmp_path: Pat
         f"ebbtide: serving on {base}",
     ):
         assert line in said, line
+    engine_line = next(x for x in said.splitlines() if x.startswith('ebbtide: {"engine"'))
+    engine = json.loads(engine_line.removeprefix("ebbtide: "))["engine"]  # as /readyz says it
+    assert engine["postgres"].startswith("18.") and engine["lexical"] == "tsvector"
     # pgserver's initdb output, its pg_ctl calls and alembic's plugin lines stay out
     for chatter in ("initdb", "Running commandline", "setup plugin", "XDG_RUNTIME_DIR"):
         assert chatter not in said, chatter

@@ -127,7 +127,11 @@ async def test_status_and_chunk_of_unknown_ids_are_404(client: httpx.AsyncClient
 
 async def test_health_readiness_and_metrics(client: httpx.AsyncClient) -> None:
     assert (await client.get("/healthz")).json() == {"status": "ok"}
-    assert (await client.get("/readyz")).json() == {"status": "ready"}
+    ready = (await client.get("/readyz")).json()
+    assert ready["status"] == "ready"
+    engine = ready["engine"]  # the embedded engine the suite runs on
+    assert engine["postgres"].startswith("18.") and engine["vector"] >= "0.8"
+    assert engine["lexical"] == "tsvector"
     await client.post("/sessions/m/turn", json=turn_body(user("hi"), model="gpt-4o"))
     metrics = (await client.get("/metrics")).text
     assert 'ebbtide_turns_total{level="normal"}' in metrics

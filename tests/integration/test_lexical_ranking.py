@@ -4,8 +4,10 @@ of the top R by the many chunks that only share the common one."""
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.chunker import remember_draft
@@ -13,6 +15,7 @@ from app.core.types import EmbeddedChunk
 from app.store import chunks as chunk_store
 from app.store import sessions as session_store
 from app.store.database import Database
+from app.store.embedded import shared_buffers_mb
 from app.store.recall import lexical_candidates
 
 KEY = "local/lexical"
@@ -50,3 +53,16 @@ async def test_only_the_newest_matching_chunks_are_ranked_past_the_row_cap(
         await _store(db, [f"weather report {i}" for i in range(30)])
         found = await lexical_candidates(db, KEY, ["weather"], 30, 8)
     assert sorted(c.turn_start for c in found) == list(range(22, 30))
+
+
+async def test_the_engine_is_postgres_18_sized_to_the_machine(database: Database) -> None:
+    engine = await database.store_engine()
+    assert engine.postgres.startswith("18.") and engine.vector is not None
+    assert tuple(int(x) for x in engine.vector.split(".")[:2]) >= (0, 8)  # iterative scans
+    assert engine.lexical == "tsvector"
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    async with database.transaction() as db:  # app/store/embedded.py writes the size
+        pages = await db.scalar(
+            text("SELECT setting FROM pg_settings WHERE name = 'shared_buffers'")
+        )
+    assert int(pages) * 8 // 1024 == shared_buffers_mb(memory)  # in 8 kB pages
