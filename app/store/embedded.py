@@ -143,8 +143,7 @@ def _server(data_dir: Path) -> Any:
         check_data_version(pgdata)
         if pgdata.exists():
             forget_dead_handles(pgdata)
-        else:
-            pgdata.mkdir()
+        pgdata.mkdir(exist_ok=True)  # xdist's workers may both come here first
         joined = PostgresServer._instances.get(pgdata)  # this process started it already
         return joined or _sized_server_class()(pgdata, cleanup_mode="stop")
 
