@@ -105,6 +105,10 @@ EMBEDDED_WORDS = Counter("ebbtide_embedded_words_total", "Words the embedding wo
 EMBEDDING_BATCH_SECONDS = Histogram(
     "ebbtide_embedding_batch_seconds", "The embedder's time on one batch of the queue."
 )
+EMBEDDING_WORKER_YIELD = Counter(
+    "ebbtide_embedding_worker_yield_seconds_total",
+    "Time the in-process embedding worker waited for turns in flight to finish.",
+)
 EMBEDDING_BATCHES = Counter(
     "ebbtide_embedding_batches_total", "Queue batches, by outcome.", ["outcome"]
 )

@@ -142,6 +142,13 @@ class EmbedderSettings(BaseModel):
     worker_idle_s: float = Field(
         2.0, gt=0, description="With an empty queue, a worker looks again after this long."
     )
+    worker_yield_s: float = Field(
+        2.0,
+        ge=0,
+        description="While turns are in flight, the in-process worker waits up to this long "
+        "for a moment with none before its next batch (0: it never waits). Under constant "
+        "load it still embeds a batch after each wait.",
+    )
     worker_retry_s: float = Field(
         5.0, gt=0, description="After a failed batch (embedder or database down), it waits this."
     )

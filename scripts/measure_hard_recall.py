@@ -1,6 +1,6 @@
 """The hard recall set's figures for docs/RECALL.md, in-process on a fresh embedded Postgres.
 
-    python scripts/measure_hard_recall.py --window 8000 --pressures 3 --ceiling
+    python scripts/measure_hard_recall.py --window 8000 --pressures 3 --references
     python scripts/measure_hard_recall.py --llm both --llm-error 0.2   # the scripted LLM
 
 Prints one table per pressure (by language, kind and split) and the recall search p95.
@@ -37,7 +37,7 @@ def recall_overrides(pairs: list[str]) -> dict[str, float]:
 async def main(
     window: int,
     pressures: list[float],
-    ceiling: bool,
+    references: bool,
     overrides: dict[str, float],
     llm: LlmHelp | None,
     llm_error: float,
@@ -59,7 +59,7 @@ async def main(
     try:
         for pressure in pressures:
             started = time.perf_counter()
-            run = await run_pressure(ctx, config, pressure, with_ceiling=ceiling)
+            run = await run_pressure(ctx, config, pressure, with_references=references)
             table = rows(run.outcomes)
             print(markdown(pressure, table))
             search = percentiles(run.search_ms)
@@ -97,7 +97,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--window", type=int, default=8000)
     parser.add_argument("--pressures", type=float, nargs="+", default=[3])
-    parser.add_argument("--ceiling", action="store_true")
+    parser.add_argument(
+        "--references", action="store_true", help="the flat baseline and the embedder's ceiling"
+    )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--set", nargs="*", default=[], help="recall settings: name=value")
     parser.add_argument("--llm", choices=LLM_HELP, default=None, help="the scripted LLM's help")
@@ -105,7 +107,7 @@ if __name__ == "__main__":
     args = parser.parse_args()
     overrides = recall_overrides(args.set)
     report = asyncio.run(
-        main(args.window, args.pressures, args.ceiling, overrides, args.llm, args.llm_error)
+        main(args.window, args.pressures, args.references, overrides, args.llm, args.llm_error)
     )
     if args.out is not None:
         args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False))

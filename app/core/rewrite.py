@@ -138,24 +138,48 @@ def rewrite(
 ) -> RewrittenQuery:
     """`recent`: the texts of the last one or two turns, oldest first; `asked_at`: when the
     question was asked, which dates in it are read against (none: dates are not read)."""
-    reference = has_reference(query)
+    return with_recent(rewrite_alone(query, asked_at), recent)
+
+
+def rewrite_alone(query: str, asked_at: datetime | None = None) -> RewrittenQuery:
+    """The query read on its own, as if no turn came before it."""
     terms = content_terms(query)
-    entities = extract_entities(query)
-    context: tuple[str, ...] = ()
-    if reference and len(terms) < MIN_OWN_TERMS:
-        recent_entities = [e for text in recent for e in extract_entities(text)]
-        context = tuple(dict.fromkeys(reversed(recent_entities)))[:MAX_CONTEXT_ENTITIES]
-    own = " ".join(_strip_cues(query).split())
-    text = " ".join(part for part in (own, *context) if part) if terms or context else query
-    all_terms = tuple(dict.fromkeys((*terms, *(t for c in context for t in content_terms(c)))))
     return RewrittenQuery(
         raw=query,
-        text=text,
-        terms=all_terms,
-        entities=entities,
-        has_reference=reference,
-        context_entities=context,
+        text=_own_text(query) if terms else query,
+        terms=terms,
+        entities=extract_entities(query),
+        has_reference=has_reference(query),
         period=period_in(query, asked_at) if asked_at is not None else None,
+    )
+
+
+def _own_text(query: str) -> str:
+    return " ".join(_strip_cues(query).split())
+
+
+def leans_on_recent(query: RewrittenQuery) -> bool:
+    """A reference with almost no content of its own ("what about that one?"), not yet
+    resolved: the recent turns say what it points at."""
+    return query.has_reference and len(query.terms) < MIN_OWN_TERMS and not query.context_entities
+
+
+def with_recent(query: RewrittenQuery, recent: Sequence[str]) -> RewrittenQuery:
+    """`query` (from `rewrite_alone`) resolved with the newest entities of the recent turns
+    where it leans on them; otherwise unchanged. A turn reads its question once and adds the
+    recent turns only when recall needs them."""
+    if not leans_on_recent(query):
+        return query
+    recent_entities = [e for text in recent for e in extract_entities(text)]
+    context = tuple(dict.fromkeys(reversed(recent_entities)))[:MAX_CONTEXT_ENTITIES]
+    if not context:
+        return query
+    context_terms = (t for c in context for t in content_terms(c))
+    return replace(
+        query,
+        text=" ".join(part for part in (_own_text(query.raw), *context) if part),
+        terms=tuple(dict.fromkeys((*query.terms, *context_terms))),
+        context_entities=context,
     )
 
 

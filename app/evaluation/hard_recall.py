@@ -9,8 +9,10 @@ by turn through the real pipeline; then
 - every question and twin is posted as a turn (auto mode), in shuffled order, each answered
   by a neutral assistant line: needle-in-prompt (all answers somewhere in the prompt before
   the question) and false injection (a twin got recalled items injected).
-The ceiling: every posted message embedded as a unit, every question scored against all of
-them, Recall@5 over units (the unit holding the answer is among the best five).
+Two references with no service around them: the embedder's ceiling (every posted message
+embedded as a unit, every question scored against all of them, Recall@5 over units) and the
+flat hybrid baseline of `app/evaluation/flat.py` (BM25 + dense, RRF, 4-message chunks), its
+R@5 and R@10 over chunks beside the service's.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from app.core.messages import Message
 from app.core.ports import Embedder
 from app.core.results import RecallResult, TurnResult
 from app.core.vectors import cosine
+from app.evaluation.flat import FlatIndex
 from app.evaluation.hard_set import (
     ASSISTANT_REPLY_TO_QUESTION,
     KINDS,
@@ -71,8 +74,9 @@ class QuestionOutcome:
     twin_confidence: float | None
     in_prompt: bool
     twin_injected: bool
-    ceiling_measured: bool = False
+    references_measured: bool = False
     ceiling_rank: int | None = None  # the embedder alone (None: below 10, or not measured)
+    flat_rank: int | None = None  # the flat hybrid baseline (None: below 10, or not measured)
 
 
 @dataclass
@@ -220,10 +224,14 @@ def _unit_text(message: PlannedMessage) -> str:
     return f"{message.name}: {message.content}" if message.name else message.content
 
 
+def _posted_texts(chat: Conversation) -> list[str]:
+    return [_unit_text(m) for messages in chat.turns for m in messages]
+
+
 async def ceiling_ranks(embedder: Embedder, chat: Conversation) -> dict[str, int | None]:
     """Needle id → the rank of the first unit (posted message) holding every answer, every
     message scored against the question by the embedder alone (None: below 10)."""
-    units = [_unit_text(m) for messages in chat.turns for m in messages]
+    units = _posted_texts(chat)
     vectors = await embedder.embed_passages(units)
     ranks: dict[str, int | None] = {}
     for needle in chat.needles:
@@ -236,12 +244,23 @@ async def ceiling_ranks(embedder: Embedder, chat: Conversation) -> dict[str, int
     return ranks
 
 
+async def flat_ranks(embedder: Embedder, chat: Conversation) -> dict[str, int | None]:
+    """Needle id → the rank at which the flat baseline's chunks hold every answer (None:
+    not in its top 10)."""
+    index = await FlatIndex.build(embedder, _posted_texts(chat))
+    ranks: dict[str, int | None] = {}
+    for needle in chat.needles:
+        ranked = await index.ranked(embedder, needle.question)
+        ranks[needle.id] = covered_at(needle.answer, ranked[:RECALL_DEPTH])
+    return ranks
+
+
 async def run_pressure(
     ctx: ServiceContext,
     config: HardConfig,
     pressure: float,
     *,
-    with_ceiling: bool,
+    with_references: bool,
     progress: Progress = lambda _: None,
 ) -> PressureRun:
     chats = conversations(
@@ -256,10 +275,16 @@ async def run_pressure(
         run.steady_prefix += prefix.steady
         run.offload_prefix += prefix.offload
         run.steady_extending += prefix.steady_extending
-        if with_ceiling:
+        if with_references:
             ceiling = await ceiling_ranks(ctx.embedder, chat)
+            flat = await flat_ranks(ctx.embedder, chat)
             outcomes = [
-                replace(o, ceiling_measured=True, ceiling_rank=ceiling[o.needle.id])
+                replace(
+                    o,
+                    references_measured=True,
+                    ceiling_rank=ceiling[o.needle.id],
+                    flat_rank=flat[o.needle.id],
+                )
                 for o in outcomes
             ]
         run.outcomes += outcomes
@@ -279,6 +304,8 @@ class HardRow:
     recall_at_5: float | None
     recall_at_10: float | None
     ceiling_at_5: float | None
+    flat_at_5: float | None  # the flat hybrid baseline on the same messages
+    flat_at_10: float | None
     answered: float  # questions that got results at all
     twin_no_match: float  # twins told "no match" by recall
     in_prompt: float
@@ -293,10 +320,13 @@ def _at(outcomes: Sequence[QuestionOutcome], k: int) -> float | None:
     return _share([o.rank is not None and o.rank <= k for o in outcomes if o.archived])
 
 
+def _reference_at(ranks: Sequence[int | None], k: int) -> float | None:
+    return _share([rank is not None and rank <= k for rank in ranks])
+
+
 def row(group: str, outcomes: Sequence[QuestionOutcome]) -> HardRow:
-    ceiling = [
-        o.ceiling_rank is not None and o.ceiling_rank <= 5 for o in outcomes if o.ceiling_measured
-    ]
+    measured = [o for o in outcomes if o.references_measured]
+    flat = [o.flat_rank for o in measured if o.archived]  # the needles R@k counts
     return HardRow(
         group=group,
         needles=len(outcomes),
@@ -304,7 +334,9 @@ def row(group: str, outcomes: Sequence[QuestionOutcome]) -> HardRow:
         recall_at_1=_at(outcomes, 1),
         recall_at_5=_at(outcomes, 5),
         recall_at_10=_at(outcomes, 10),
-        ceiling_at_5=_share(ceiling),
+        ceiling_at_5=_reference_at([o.ceiling_rank for o in measured], 5),
+        flat_at_5=_reference_at(flat, 5),
+        flat_at_10=_reference_at(flat, 10),
         answered=_share([o.answered for o in outcomes]) or 0.0,
         twin_no_match=_share([not o.twin_answered for o in outcomes]) or 0.0,
         in_prompt=_share([o.in_prompt for o in outcomes]) or 0.0,
@@ -339,14 +371,15 @@ def markdown(pressure: float, table: Sequence[HardRow]) -> str:
     lines = [
         f"pressure {pressure:g}×",
         "",
-        "| group | n | archived | R@1 | R@5 | R@10 | ceiling R@5 | answered | twin no-match "
-        "| in prompt | false injection |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| group | n | archived | R@1 | R@5 | R@10 | flat R@5 | flat R@10 | ceiling R@5 "
+        "| answered | twin no-match | in prompt | false injection |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in table:
         lines.append(
             f"| {r.group} | {r.needles} | {r.archived} | {cell(r.recall_at_1)} "
-            f"| {cell(r.recall_at_5)} | {cell(r.recall_at_10)} | {cell(r.ceiling_at_5)} "
+            f"| {cell(r.recall_at_5)} | {cell(r.recall_at_10)} | {cell(r.flat_at_5)} "
+            f"| {cell(r.flat_at_10)} | {cell(r.ceiling_at_5)} "
             f"| {cell(r.answered)} | {cell(r.twin_no_match)} | {cell(r.in_prompt)} "
             f"| {cell(r.false_injection)} |"
         )

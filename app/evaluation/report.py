@@ -158,7 +158,8 @@ def _cell(value: float | None) -> str:
 
 
 def hard_tables(report: dict[str, Any]) -> list[str]:
-    """The hard recall set: one table per pressure, by language, kind and split."""
+    """The hard recall set: one table per pressure, by language, kind and split, the flat
+    hybrid baseline and the embedder's ceiling beside the service (– where not measured)."""
     if not report.get("hard"):
         return ["Not run: the hard set needs Ebbtide in-process (no `--url`)."]
     lines: list[str] = []
@@ -168,15 +169,16 @@ def hard_tables(report: dict[str, Any]) -> list[str]:
             f"### {run['pressure']}× the window (conversations of {run['tokens']} tokens; "
             f"recall search p50 {search['p50']:.1f} ms, p95 {search['p95']:.1f} ms)",
             "",
-            "| group | n | R@1 | R@5 | R@10 | ceiling R@5 | twin no-match | needle in prompt "
-            "| false injection |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            "| group | n | R@1 | R@5 | R@10 | flat R@5 | flat R@10 | ceiling R@5 | twin no-match "
+            "| needle in prompt | false injection |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for row in run["rows"]:
             lines.append(
                 f"| {row['group']} | {row['needles']} ({row['archived']} archived) "
                 f"| {_cell(row['recall_at_1'])} | {_cell(row['recall_at_5'])} "
-                f"| {_cell(row['recall_at_10'])} | {_cell(row['ceiling_at_5'])} "
+                f"| {_cell(row['recall_at_10'])} | {_cell(row.get('flat_at_5'))} "
+                f"| {_cell(row.get('flat_at_10'))} | {_cell(row['ceiling_at_5'])} "
                 f"| {_cell(row['twin_no_match'])} | {_cell(row['in_prompt'])} "
                 f"| {_cell(row['false_injection'])} |"
             )

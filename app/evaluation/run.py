@@ -256,11 +256,11 @@ async def evaluate(
 
 
 async def evaluate_hard(ctx: ServiceContext, config: HardConfig) -> list[dict[str, Any]]:
-    """The hard recall set (docs/RECALL.md) at each pressure, in-process; the embedder's
-    ceiling at 3× only (it does not depend on the service)."""
+    """The hard recall set (docs/RECALL.md) at each pressure, in-process, with the flat
+    hybrid baseline and the embedder's ceiling on the same messages."""
     runs = []
     for pressure in tqdm(config.pressures, unit="pressure", desc="hard recall set"):
-        run = await run_pressure(ctx, config, pressure, with_ceiling=pressure == 3)
+        run = await run_pressure(ctx, config, pressure, with_references=True)
         runs.append(
             {
                 "pressure": pressure,

@@ -7,7 +7,8 @@ import copy
 import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -54,6 +55,35 @@ class ArchiveHint:
         return key in self._keys
 
 
+class TurnsInFlight:
+    """The turns this process is working on. The in-process embedding worker waits for a
+    moment with none before each batch (`wait_quiet`), so its embedding does not take the
+    cores from their query embeddings and searches."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._quiet = asyncio.Event()
+        self._quiet.set()
+
+    @contextmanager
+    def track(self) -> Iterator[None]:
+        self.count += 1
+        self._quiet.clear()
+        try:
+            yield
+        finally:
+            self.count -= 1
+            if self.count == 0:
+                self._quiet.set()
+
+    async def wait_quiet(self, timeout_s: float) -> bool:
+        """Until no turn is in flight, at most `timeout_s`; whether it is quiet now."""
+        if self.count and timeout_s > 0:
+            with suppress(TimeoutError):
+                await asyncio.wait_for(self._quiet.wait(), timeout_s)
+        return self.count == 0
+
+
 class SessionLocks:
     """One asyncio lock per session id, so turns of one session queue up in this process
     instead of racing to the version check; locks vanish when no turn holds them."""
@@ -87,6 +117,7 @@ class ServiceContext:
     archive_hint: ArchiveHint = field(default_factory=ArchiveHint)
     # Set by a turn that queued chunks for embedding: this process's worker wakes up.
     embedding_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    turns_in_flight: TurnsInFlight = field(default_factory=TurnsInFlight)
     question_centroid: QuestionCentroid = field(init=False)  # of the embedder
     clock: Callable[[], datetime] = utc_now
     new_id: Callable[[], str] = new_chunk_id

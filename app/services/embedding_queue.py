@@ -4,7 +4,8 @@ own, and any number may run at once against one database.
 
 A batch: claim up to `worker_batch_chunks` pending chunks (one short transaction), embed
 their units with no transaction open, then write each chunk's vectors in one transaction,
-only where the claim still holds (the chunk may have been forgotten, archived, or claimed
+only where the claim still holds (checked and locked by one statement per session of the
+batch) (the chunk may have been forgotten, archived, or claimed
 again after this worker was too slow). A failed embedder gives the claims back; a dead
 worker's claims expire after `claim_timeout_s`. Nothing is lost either way: a chunk stays
 in the queue, searchable by its words, until its vectors are written.
@@ -103,11 +104,17 @@ async def _write_vectors(
     model = ctx.embedder.model_name
     written, at = 0, 0
     async with ctx.database.transaction() as db:
+        held: set[tuple[str, str]] = set()
+        for session_id, chunk_ids in queue_store.by_session([c for c, _ in work]).items():
+            mine = await queue_store.still_claimed(db, session_id, chunk_ids, until)
+            held |= {(session_id, chunk_id) for chunk_id in mine}
         for chunk, units in work:
-            mine, at = vectors[at : at + len(units)], at + len(units)
-            if not await queue_store.still_claimed(db, chunk, until):
+            chunk_vectors, at = vectors[at : at + len(units)], at + len(units)
+            if (chunk.session_id, chunk.id) not in held:
                 continue
-            await chunk_store.set_embedding(db, chunk.session_id, chunk.id, units, mine, model)
+            await chunk_store.set_embedding(
+                db, chunk.session_id, chunk.id, units, chunk_vectors, model
+            )
             written += 1
     done = ctx.clock()
     for chunk, _ in work:
@@ -150,13 +157,15 @@ async def observe_depth(ctx: ServiceContext) -> queue_store.QueueDepth:
 
 
 async def run_worker(ctx: ServiceContext, stop: asyncio.Event) -> None:
-    """Embeds the queue until `stop` is set: batch after batch while there is work, then
+    """Embeds the queue until `stop` is set: batch after batch while there is work, each
+    after a moment with no turn of this process in flight (at most `worker_yield_s`), then
     waits for a turn of this process to queue more (`ctx.embedding_wakeup`) or for
     `worker_idle_s` (another process may have). A failure (embedder, database) waits
     `worker_retry_s` and tries again; it never ends the worker."""
     settings = ctx.settings.embedder
     while not stop.is_set():
         pause = settings.worker_idle_s
+        await _yield_to_turns(ctx)
         try:
             report = await embed_batch(ctx)
             await observe_depth(ctx)
@@ -172,6 +181,14 @@ async def run_worker(ctx: ServiceContext, stop: asyncio.Event) -> None:
         elif report is not None:
             continue  # more may be waiting
         await _sleep(ctx.embedding_wakeup, stop, pause)
+
+
+async def _yield_to_turns(ctx: ServiceContext) -> None:
+    """Waits (bounded) for this process's turns in flight: a batch started beside them takes
+    a core from their query embeddings."""
+    started = time.perf_counter()
+    await ctx.turns_in_flight.wait_quiet(ctx.settings.embedder.worker_yield_s)
+    metrics.EMBEDDING_WORKER_YIELD.inc(time.perf_counter() - started)
 
 
 async def _sleep(wakeup: asyncio.Event, stop: asyncio.Event, seconds: float) -> None:

@@ -39,7 +39,6 @@ from app.services.context import ServiceContext
 from app.services.policies import item_shape
 from app.services.sessions import owned_session
 from app.settings import RecallSettings, Settings
-from app.store import embedding_queue as queue_store
 from app.store import recall as recall_store
 from app.store import sessions as session_store
 from app.store.database import Database
@@ -204,10 +203,12 @@ async def search_archive(
     limit = settings.candidates
     unit_limit = limit * settings.units_per_candidate
 
-    async def by_vector() -> list[tuple[ChunkRow, LiftedUnit, float | None]]:
-        if query is None:
-            return []
+    async def by_vector() -> tuple[list[tuple[ChunkRow, LiftedUnit, float | None]], int]:
+        """The vector channel's candidates, and the chunks it cannot see yet (queued)."""
         async with database.transaction() as db:
+            shape = await recall_store.archive_shape(db, session_key, settings.exact_max_units)
+            if query is None:
+                return [], shape.pending_chunks
             units = await recall_store.unit_candidates(
                 db,
                 session_key,
@@ -216,6 +217,7 @@ async def search_archive(
                 query.shifted,
                 unit_limit,
                 vector_scan(settings),
+                shape,
             )
             if focus is not None and focus.period is not None:
                 units += await recall_store.units_said_in(
@@ -225,24 +227,24 @@ async def search_archive(
             chosen = list(best)[:limit]
             rows = await recall_store.chunks_with_context(db, session_key, chosen, query.shifted)
         weight = settings.context_weight
-        return [
+        lifted = [
             (row, best[row.id], None if context is None else weight * context)
             for row, context in rows
         ]
+        return lifted, shape.pending_chunks
 
-    async def by_terms() -> tuple[list[ChunkRow], int]:
+    async def by_terms() -> list[ChunkRow]:
         async with database.transaction() as db:
             searched = likeliest_rare(terms, settings.lexical_max_terms)
-            rows = await recall_store.lexical_candidates(
+            return await recall_store.lexical_candidates(
                 db, session_key, searched, limit, settings.lexical_max_rows
             )
-            return rows, await queue_store.session_pending(db, session_key)
 
     if database.single_connection:
-        vector_rows = await by_vector()
-        lexical_rows, pending = await by_terms()
+        vector_rows, pending = await by_vector()
+        lexical_rows = await by_terms()
     else:
-        vector_rows, (lexical_rows, pending) = await asyncio.gather(by_vector(), by_terms())
+        (vector_rows, pending), lexical_rows = await asyncio.gather(by_vector(), by_terms())
     return ArchiveHits(vector_rows, lexical_rows, pending)
 
 

@@ -31,7 +31,13 @@ from app.core.plan import Snapshot, TurnInput, TurnPlan, held_recall_tokens, rec
 from app.core.recall_trace import CandidateTrace, RecallDecisions, trace_candidates
 from app.core.rerank import NO_MATCH_LINE, Injected, format_block
 from app.core.results import RecalledChunk, RecallMode, TurnRecallSummary
-from app.core.rewrite import RewrittenQuery, is_acknowledgement, rewrite
+from app.core.rewrite import (
+    RewrittenQuery,
+    is_acknowledgement,
+    leans_on_recent,
+    rewrite_alone,
+    with_recent,
+)
 from app.core.tokens import count_text_block
 from app.core.types import RecalledText, WindowMessage
 from app.services.context import ServiceContext
@@ -162,45 +168,47 @@ def _fitted(
     return [item for item in items if item in kept]
 
 
-def _query_of(ctx: ServiceContext, asked: Message, recent: Sequence[str]) -> RewrittenQuery:
-    return rewrite(
+def turn_query(ctx: ServiceContext, inp: TurnInput) -> RewrittenQuery | None:
+    """The turn's newest user message read as a query, once per turn (`recall_for_turn` adds
+    the recent turns where the question leans on them); None: the turn has no user words."""
+    asked = _newest_user_message(inp)
+    if asked is None:
+        return None
+    return rewrite_alone(
         asked.words[: ctx.settings.recall.max_query_chars],
-        recent,
         asked_at=asked.created_at or ctx.clock(),
     )
 
 
 def recall_skip_reason(
-    ctx: ServiceContext, inp: TurnInput, snap: Snapshot, plan: TurnPlan
+    inp: TurnInput, query: RewrittenQuery | None, snap: Snapshot, plan: TurnPlan
 ) -> str | None:
     """Why the turn does not search the archive; None when it does. An `auto` turn that only
     acknowledges ("ok, thanks", "好的，继续") skips, as do turns with recall off, with no user
-    input, or with nothing archived before or by this turn."""
+    input (`query` None), or with nothing archived before or by this turn."""
     if inp.recall == "off":
         return "off"
-    asked = _newest_user_message(inp)
-    if asked is None:
+    if query is None:
         return "no_user_input"
     if not (snap.has_chunks or plan.offload_units or plan.oversize_drafts):
         return "archive_empty"
-    if inp.recall == "auto" and is_acknowledgement(_query_of(ctx, asked, ())):
+    if inp.recall == "auto" and is_acknowledgement(query):
         return "acknowledgement"
     return None
 
 
 def start_query_embedding(
-    ctx: ServiceContext, inp: TurnInput
+    ctx: ServiceContext, inp: TurnInput, query: RewrittenQuery | None
 ) -> asyncio.Future[tuple[list[float] | None, str | None]] | None:
     """Starts embedding the turn's query before its session is read, when this process saw
     the session with an archive and the turn will likely search it; recall later finds the
     vector in the query cache (or awaits the same call). None: nothing started. With a query
-    rewriter the searched text is the model's, known only later."""
+    rewriter the searched text is the model's, known only later; a query that leans on the
+    recent turns is completed from them after the read."""
     if inp.key not in ctx.archive_hint or inp.recall == "off" or ctx.query_rewriter is not None:
         return None
-    asked = _newest_user_message(inp)
-    if asked is None:
+    if query is None or leans_on_recent(query):
         return None
-    query = _query_of(ctx, asked, ())
     if inp.recall == "auto" and is_acknowledgement(query):
         return None
     started = asyncio.ensure_future(embed_query(ctx, inp.tenant_id, query.text))
@@ -211,21 +219,22 @@ def start_query_embedding(
 async def recall_for_turn(
     ctx: ServiceContext,
     inp: TurnInput,
+    asked: RewrittenQuery | None,
     snap: Snapshot,
     plan: TurnPlan,
     batch: OffloadBatch,
     *,
     extra_tokens: int = 0,
 ) -> TurnRecall:
-    """`extra_tokens`: what the prompt gained since the plan (new notes), kept out of B."""
+    """`asked`: the turn's query (`turn_query`); `extra_tokens`: what the prompt gained since
+    the plan (new notes), kept out of B."""
     result = TurnRecall(mode=inp.recall)
-    result.skipped_reason = recall_skip_reason(ctx, inp, snap, plan)
-    asked = _newest_user_message(inp)
+    result.skipped_reason = recall_skip_reason(inp, asked, snap, plan)
     if result.skipped_reason or asked is None:  # what is held must still fit the recall room
         _make_room(plan.window_after, _limits(ctx, plan, extra_tokens)[2], 0, set(), result)
         return result
     recent = _recent_texts(snap, ctx.settings.recall.context_turns)
-    query = _query_of(ctx, asked, recent)
+    query = with_recent(asked, recent)
     top_k, cap, room = _limits(ctx, plan, extra_tokens)
     forced = inp.recall == "force" or query.has_reference
     window_seqs = {m.seq for m in plan.window_after if m.stub_chunk_id is None}

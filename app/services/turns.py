@@ -31,6 +31,7 @@ from app.core.formats import SystemPrompt
 from app.core.notes import NotesBody
 from app.core.plan import Snapshot, TurnInput, TurnPlan, plan_turn
 from app.core.results import HistoryMatch, TurnResult
+from app.core.rewrite import RewrittenQuery
 from app.core.transcript import StoredEntry, reconcile
 from app.core.types import JsonObject, WindowMessage
 from app.services.context import ServiceContext
@@ -38,7 +39,12 @@ from app.services.notes import NotesUpdate, drafted_notes_tokens, update_notes
 from app.services.offload import build_batch
 from app.services.policies import plan_policy
 from app.services.sessions import locked_session, owned
-from app.services.turn_recall import recall_for_turn, recall_skip_reason, start_query_embedding
+from app.services.turn_recall import (
+    recall_for_turn,
+    recall_skip_reason,
+    start_query_embedding,
+    turn_query,
+)
 from app.services.turn_result import Outcome, event_payload, turn_result
 from app.store import chunks as chunk_store
 from app.store import events as event_store
@@ -151,6 +157,11 @@ async def _answered(db: AsyncSession, inp: TurnInput) -> TurnResult | None:
 async def run_turn(ctx: ServiceContext, inp: TurnInput) -> TurnResult:
     """Turns of one session queue on an in-process lock; across replicas the version check
     makes a turn that lost the race re-plan, after a jittered, growing pause."""
+    with ctx.turns_in_flight.track():  # the in-process embedding worker waits for it
+        return await _run_locked(ctx, inp)
+
+
+async def _run_locked(ctx: ServiceContext, inp: TurnInput) -> TurnResult:
     settings = ctx.settings.db
     async with ctx.locks.for_session(inp.key):
         for attempt in range(settings.turn_retries):
@@ -168,10 +179,11 @@ async def _attempt(ctx: ServiceContext, inp: TurnInput) -> TurnResult:
     row lock. Any other turn reads, lets the lock go while recall and the models work, and
     writes in a second transaction that checks the version it read."""
     started = time.perf_counter()
-    early = start_query_embedding(ctx, inp)
+    query = turn_query(ctx, inp)
+    early = start_query_embedding(ctx, inp, query)
     with statements.counting() as sent:
         try:
-            result, kind = await _attempt_counted(ctx, inp, started)
+            result, kind = await _attempt_counted(ctx, inp, query, started)
         finally:
             if early is not None:
                 early.cancel()  # a no-op when recall used it; its vector stays cached
@@ -180,7 +192,7 @@ async def _attempt(ctx: ServiceContext, inp: TurnInput) -> TurnResult:
 
 
 async def _attempt_counted(
-    ctx: ServiceContext, inp: TurnInput, started: float
+    ctx: ServiceContext, inp: TurnInput, query: RewrittenQuery | None, started: float
 ) -> tuple[TurnResult, str]:
     if inp.whole_history:  # it may first archive a branch: always two phases
         return await _whole_history_turn(ctx, inp, started)
@@ -188,9 +200,9 @@ async def _attempt_counted(
         snap, row = await _read(db, ctx, inp, lock=True)
         if isinstance(snap, TurnResult):
             return snap, "replay"
-        planned = _planned(ctx, inp, snap, started)
+        planned = _planned(ctx, inp, query, snap, started)
         written = None
-        if not _needs_outside_work(planned.ctx, inp, snap, planned.plan):
+        if not _needs_outside_work(planned, inp, snap):
             written = await _complete_and_write(db, planned, inp, snap, row)
     if written is not None:
         outcome, result = written
@@ -218,7 +230,8 @@ async def _whole_history_turn(
     if isinstance(found, TurnResult):
         return found, "replay"
     inp, snap, history = await _reconciled(ctx, inp, found)
-    planned = _planned(ctx, inp, snap, started)
+    # Read after reconciling: the new messages may not hold the history's last user message.
+    planned = _planned(ctx, inp, turn_query(ctx, inp), snap, started)
     outcome, draft, clock = await _complete(planned, inp, snap, history=history)
     return await commit_turn(planned.ctx, inp, snap, outcome, draft, clock), _kind(outcome)
 
@@ -233,12 +246,19 @@ def _kind(outcome: Outcome) -> str:
 @dataclass(frozen=True)
 class Planned:
     ctx: ServiceContext  # counting tokens as the turn's model does
+    query: RewrittenQuery | None  # the turn's question, read once (`turn_query`)
     plan: TurnPlan
     timings: dict[str, float]
     started: float
 
 
-def _planned(ctx: ServiceContext, inp: TurnInput, snap: Snapshot, started: float) -> Planned:
+def _planned(
+    ctx: ServiceContext,
+    inp: TurnInput,
+    query: RewrittenQuery | None,
+    snap: Snapshot,
+    started: float,
+) -> Planned:
     if snap.has_chunks:  # the next turn may start its query embedding before the read
         ctx.archive_hint.add(inp.key)
     else:
@@ -253,15 +273,14 @@ def _planned(ctx: ServiceContext, inp: TurnInput, snap: Snapshot, started: float
         if notes_after is not None:
             plan = plan_turn(inp, snap, ctx.counter, rules, ctx.clock(), ctx.new_id, notes_after)
     timings["plan"] = _ms_since(mark)
-    return Planned(ctx, plan, timings, started)
+    return Planned(ctx, query, plan, timings, started)
 
 
-def _needs_outside_work(
-    ctx: ServiceContext, inp: TurnInput, snap: Snapshot, plan: TurnPlan
-) -> bool:
+def _needs_outside_work(planned: Planned, inp: TurnInput, snap: Snapshot) -> bool:
     """Whether the turn must wait on something besides the database: a recall search (the
     query embedding), chunks embedded inline, or notes written by the chat model."""
-    if recall_skip_reason(ctx, inp, snap, plan) is None:
+    ctx, plan = planned.ctx, planned.plan
+    if recall_skip_reason(inp, planned.query, snap, plan) is None:
         return True
     chunks_to_build = plan.offloaded or bool(plan.oversize_drafts)
     if chunks_to_build and ctx.settings.embedder.offload_embedding == "inline":
@@ -282,7 +301,9 @@ async def _complete(
     notes_delta = 0 if notes.tokens is None else notes.tokens - snap.notes_tokens
     timings["notes"] = _ms_since(mark)
     mark = time.perf_counter()
-    recall = await recall_for_turn(ctx, inp, snap, plan, batch, extra_tokens=notes_delta)
+    recall = await recall_for_turn(
+        ctx, inp, planned.query, snap, plan, batch, extra_tokens=notes_delta
+    )
     timings["recall"] = _ms_since(mark)
     timings.update({f"recall_{k}": v for k, v in recall.timings_ms.items()})
     mark = time.perf_counter()

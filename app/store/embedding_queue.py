@@ -41,11 +41,11 @@ async def claim(db: AsyncSession, limit: int, now: datetime, lease: timedelta) -
     `FOR UPDATE` cannot go), then each session's are locked and claimed by a statement routed
     to that session alone, the sessions of the oldest candidates first."""
     candidates = await _oldest_unclaimed(db, limit * CANDIDATES_PER_CLAIM, now)
-    by_session: dict[str, list[str]] = {}
+    grouped: dict[str, list[str]] = {}
     for session_id, chunk_id in candidates:
-        by_session.setdefault(session_id, []).append(chunk_id)
+        grouped.setdefault(session_id, []).append(chunk_id)
     claimed: list[ChunkRow] = []
-    for session_id, chunk_ids in by_session.items():
+    for session_id, chunk_ids in grouped.items():
         wanted = limit - len(claimed)
         if wanted <= 0:
             break
@@ -98,27 +98,36 @@ async def _claim_in_session(
     return rows
 
 
-async def still_claimed(db: AsyncSession, chunk: ChunkRow, until: datetime) -> bool:
-    """Locks the chunk and tells whether our claim still holds: the chunk exists, is still
-    pending, and carries our claim's time (not forgotten, archived or claimed again)."""
-    found = await db.scalar(
-        select(ChunkRow.embedding_claimed_until)
-        .where(ChunkRow.session_id == chunk.session_id, ChunkRow.id == chunk.id, _pending())
+def by_session(chunks: Sequence[ChunkRow]) -> dict[str, list[str]]:
+    """Chunk ids grouped by session, in order: a statement per group reaches one shard."""
+    groups: dict[str, list[str]] = {}
+    for chunk in chunks:
+        groups.setdefault(chunk.session_id, []).append(chunk.id)
+    return groups
+
+
+async def still_claimed(
+    db: AsyncSession, session_id: str, chunk_ids: Sequence[str], until: datetime
+) -> set[str]:
+    """Locks the session's chunks among `chunk_ids` whose claim still holds, and answers
+    their ids: each exists, is still pending, and carries our claim's time (not forgotten,
+    archived or claimed again). One statement for all of them."""
+    rows = await db.scalars(
+        select(ChunkRow.id)
+        .where(ChunkRow.session_id == session_id, ChunkRow.id.in_(chunk_ids), _pending())
+        .where(ChunkRow.embedding_claimed_until == until)
         .with_for_update()
     )
-    return found == until
+    return set(rows)
 
 
 async def release(db: AsyncSession, chunks: Sequence[ChunkRow], until: datetime) -> None:
     """Gives the claims back (the embedder failed): the chunks may be claimed at once."""
-    for chunk in chunks:
+    for session_id, chunk_ids in by_session(chunks).items():
         await db.execute(
             update(ChunkRow)
-            .where(
-                ChunkRow.session_id == chunk.session_id,
-                ChunkRow.id == chunk.id,
-                ChunkRow.embedding_claimed_until == until,
-            )
+            .where(ChunkRow.session_id == session_id, ChunkRow.id.in_(chunk_ids))
+            .where(ChunkRow.embedding_claimed_until == until)
             .values(embedding_claimed_until=None)
         )
 
@@ -134,14 +143,6 @@ async def depth(db: AsyncSession) -> QueueDepth:
         await db.execute(select(func.count(), func.min(ChunkRow.created_at)).where(_pending()))
     ).one()
     return QueueDepth(int(count), oldest)
-
-
-async def session_pending(db: AsyncSession, session_id: str) -> int:
-    """How many of the session's chunks wait for vectors (recall finds them by words only)."""
-    found = await db.scalar(
-        select(func.count()).where(ChunkRow.session_id == session_id, _pending())
-    )
-    return int(found or 0)
 
 
 async def enqueue_stale(db: AsyncSession, model: str, session_id: str | None) -> int:

@@ -72,10 +72,28 @@ def _unit_hits(
     return [UnitHit(r[0], r[1], float(r[2]), float(r[3]), r[4], r[5]) for r in rows]
 
 
-async def _unit_count_exceeds(db: AsyncSession, session_id: str, bound: int) -> bool:
-    """Whether the session has more than `bound` units (counting `bound + 1` rows at most)."""
-    probe = select(literal(1)).where(ChunkUnitRow.session_id == session_id).limit(bound + 1)
-    return int(await db.scalar(select(func.count()).select_from(probe.subquery())) or 0) > bound
+@dataclass(frozen=True)
+class ArchiveShape:
+    """What a search of a session's archive needs to know first, read in one statement."""
+
+    large: bool  # more units than the exact scan takes (`VectorScan.exact_max_units`)
+    pending_chunks: int  # chunks waiting for vectors: found by their words only
+
+
+async def archive_shape(db: AsyncSession, session_id: str, exact_max_units: int) -> ArchiveShape:
+    """The session's archive's shape; its units are counted up to `exact_max_units + 1`."""
+    probe = (
+        select(literal(1)).where(ChunkUnitRow.session_id == session_id).limit(exact_max_units + 1)
+    )
+    units = select(func.count()).select_from(probe.subquery()).scalar_subquery()
+    pending = (
+        select(func.count())
+        .where(ChunkRow.session_id == session_id, ChunkRow.needs_embedding)
+        .where(ChunkRow.superseded_turn.is_(None))
+        .scalar_subquery()
+    )
+    found = (await db.execute(select(units, pending))).one()
+    return ArchiveShape(large=int(found[0]) > exact_max_units, pending_chunks=int(found[1]))
 
 
 # The HNSW scan's settings for this transaction (SET LOCAL), in one round trip.
@@ -106,13 +124,15 @@ async def unit_candidates(
     shifted: Sequence[float],
     limit: int,
     scan: VectorScan,
+    shape: ArchiveShape | None = None,
 ) -> list[UnitHit]:
     """The session's units nearest the query, of vectors by `model` only. A small session is
     scanned exactly; a larger one through the index, filtered by session as the walk goes (a
     session's share of a table too large for the walk to find `limit` of its rows within
     `max_scan_tuples` is scanned exactly instead). The same query on the same archive gets
-    the same answer either way."""
-    exact = not await _unit_count_exceeds(db, session_id, scan.exact_max_units)
+    the same answer either way. `shape`: the archive's, when the caller has read it."""
+    shape = shape or await archive_shape(db, session_id, scan.exact_max_units)
+    exact = not shape.large
     if not exact:
         await db.execute(
             _SCAN_SETTINGS.bindparams(

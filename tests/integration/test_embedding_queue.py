@@ -22,6 +22,7 @@ from app.services.embedding_queue import drain, embed_batch, run_worker
 from app.services.recall import recall_query
 from app.services.turns import run_turn
 from app.store import embedding_queue as queue_store
+from app.store import statements
 from app.store.database import Database
 from app.store.migrate import upgrade_head
 from app.store.models import DEFAULT_TENANT
@@ -95,9 +96,13 @@ async def test_a_claim_holds_until_it_expires_and_a_stale_claim_writes_nothing(
     async with ctx.database.transaction() as db:
         second = await queue_store.claim(db, 100, later, lease)
     assert {c.id for c in second} == {c.id for c in first}  # the first worker died: expired
+    session, ids = first[0].session_id, [c.id for c in first]
     async with ctx.database.transaction() as db:
-        assert not await queue_store.still_claimed(db, first[0], now + lease)  # the old claim
-        assert await queue_store.still_claimed(db, first[0], later + lease)
+        stale = await queue_store.still_claimed(db, session, ids, now + lease)
+        assert stale == set()  # the old claim holds nothing
+        with statements.counting() as sent:
+            assert await queue_store.still_claimed(db, session, ids, later + lease) == set(ids)
+        assert len(ids) > 1 and sent.statements == 1  # the whole batch, one statement
 
 
 async def test_a_chunk_forgotten_while_claimed_is_skipped_not_written(
@@ -228,6 +233,38 @@ async def test_the_worker_embeds_what_turns_queue_and_stops_when_told(
     finally:
         stop.set()
         await asyncio.wait_for(worker, 5)
+
+
+async def test_the_worker_waits_for_turns_in_flight_but_not_for_ever(
+    pooled: ServiceContext,
+) -> None:
+    """Between batches the in-process worker waits for a moment with no turn in flight (the
+    turns keep the cores); under constant load it still embeds, a batch per wait."""
+    await archive_facts(pooled, "w3")
+    waiting = await _queue_depth(pooled)
+    settings = {"offload_embedding": "queued", "worker_idle_s": 0.05, "worker_batch_chunks": 1}
+    pooled.settings = make_settings(embedder={**settings, "worker_yield_s": 60})
+    stop = asyncio.Event()
+    with pooled.turns_in_flight.track():  # a turn in flight, held open by the test
+        worker = asyncio.create_task(run_worker(pooled, stop))
+        await asyncio.sleep(0.5)
+        assert await _queue_depth(pooled) == waiting  # it waited
+    try:
+        assert await _until_drained(pooled, 10) == 0  # the turn ended: it went on
+    finally:
+        stop.set()
+        await asyncio.wait_for(worker, 5)
+    await archive_facts(pooled, "w3b")
+    assert await _queue_depth(pooled) > 1
+    pooled.settings = make_settings(embedder={**settings, "worker_yield_s": 0.05})
+    stop.clear()
+    with pooled.turns_in_flight.track():  # turns that never end do not starve it
+        worker = asyncio.create_task(run_worker(pooled, stop))
+        try:
+            assert await _until_drained(pooled, 10) == 0
+        finally:
+            stop.set()
+            await asyncio.wait_for(worker, 5)
 
 
 class BrokenOnce(CountingEmbedder):

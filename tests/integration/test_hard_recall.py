@@ -49,7 +49,7 @@ def local_context(database: Database) -> ServiceContext:
 async def test_the_hard_set_keeps_its_floors(database: Database) -> None:
     ctx = local_context(database)
     config = HardConfig.quick()
-    run = await run_pressure(ctx, config, config.pressures[0], with_ceiling=True)
+    run = await run_pressure(ctx, config, config.pressures[0], with_references=True)
     table = {row.group: row for row in rows(run.outcomes)}
     print("\n" + markdown(config.pressures[0], list(table.values())))
     for group, (recall_5, in_prompt) in FLOORS.items():
@@ -71,7 +71,7 @@ async def test_a_judge_and_a_rewriter_that_err_still_lift_recall(database: Datab
     above what the local path measures in the same form (the figures in the comment above)."""
     ctx = with_oracle(local_context(database), "both", error_rate=ORACLE_ERROR_RATE)
     config = HardConfig.quick()
-    run = await run_pressure(ctx, config, config.pressures[0], with_ceiling=False)
+    run = await run_pressure(ctx, config, config.pressures[0], with_references=False)
     table = {row.group: row for row in rows(run.outcomes)}
     print("\n" + markdown(config.pressures[0], list(table.values())))
     for language in ("en", "zh"):

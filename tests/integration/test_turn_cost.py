@@ -4,10 +4,13 @@ not at all for an acknowledgement; facts stay bounded."""
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.core import rewrite
 from app.providers.fakes import CountingEmbedder
+from app.services import turn_recall
 from app.services.context import ServiceContext
 from app.services.turns import run_turn
 from app.store import statements
@@ -55,6 +58,37 @@ async def test_the_query_is_embedded_once_per_text_and_shared_with_the_early_sta
     assert embedder.query_calls == before + 1
     await ask(ctx, "c3", QUESTION)
     assert embedder.query_calls == before + 1  # the same text again: from the cache
+
+
+async def test_the_question_is_read_once_per_turn(
+    ctx: ServiceContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The skip rules, the early embedding and the search share one reading of the question
+    (they read it three times before)."""
+    await archive_facts(ctx, "c5")
+    reads: list[str] = []
+
+    def counted(query: str, asked_at: object = None) -> rewrite.RewrittenQuery:
+        reads.append(query)
+        return rewrite.rewrite_alone(query, asked_at)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(turn_recall, "rewrite_alone", counted)
+    response = await ask(ctx, "c5", QUESTION)
+    assert response.recall.hits and reads == [QUESTION]
+
+
+async def test_a_bare_reference_is_embedded_once_with_what_it_points_at(
+    ctx: ServiceContext, embedder: CountingEmbedder
+) -> None:
+    """ "What about that one?" means nothing alone: it is not embedded before the read, and
+    the search embeds it once, completed with the entities of the recent turns."""
+    await archive_facts(ctx, "c6")
+    await ask(ctx, "c6", "Compare the Hetzner and OVH offers for me.")
+    before = embedder.query_calls
+    response = await ask(ctx, "c6", "and what about the second one?")
+    assert response.recall.query_rewritten is not None
+    assert "OVH" in response.recall.query_rewritten
+    assert embedder.query_calls == before + 1
 
 
 async def test_an_acknowledgement_is_not_embedded_nor_searched(
