@@ -22,7 +22,7 @@ run: $(STAMP)
 	$(BIN)/ebbtide serve
 
 test: lint chromium
-	$(BIN)/pytest -n 2 --dist loadfile --cov=app --cov=ebbtide --cov-report=term --cov-fail-under=90
+	$(BIN)/pytest -n 2 --dist loadfile --durations=15 --cov=app --cov=ebbtide --cov-report=term --cov-fail-under=90
 	$(BIN)/coverage report --include='app/core/*' --fail-under=100
 
 chromium:

@@ -4,6 +4,8 @@ quick run measured, so a change that loses recall fails here before it reaches t
 
 from __future__ import annotations
 
+from functools import cache
+
 from app.evaluation.hard_recall import HardConfig, markdown, rows, run_pressure
 from app.evaluation.oracle import with_oracle
 from app.providers.embedders import LocalEmbedder
@@ -11,6 +13,7 @@ from app.providers.tokenizer import default_counter
 from app.services.context import ServiceContext
 from app.settings import Settings
 from app.store.database import Database
+from tests.memo_embedder import MemoEmbedder
 
 # Measured on the build machine (docs/RECALL.md, quick form, 2026-12-01): Recall@5 en 0.86,
 # zh 0.84; dated 0.77 / 0.46; needle in prompt en 0.38, zh 0.17; false injection 0.20; twins
@@ -37,11 +40,17 @@ ORACLE_IN_PROMPT = 0.85
 ORACLE_MAX_FALSE_INJECTION = 0.13
 
 
+@cache
+def remembering_local_embedder() -> MemoEmbedder:
+    """Both tests post the same conversations: the local model embeds each text once."""
+    return MemoEmbedder(LocalEmbedder())
+
+
 def local_context(database: Database) -> ServiceContext:
     return ServiceContext(
         database=database,
         counter=default_counter(),
-        embedder=LocalEmbedder(),
+        embedder=remembering_local_embedder(),
         settings=Settings(database_url="postgresql://bound-in-tests"),
     )
 
@@ -52,6 +61,8 @@ async def test_the_hard_set_keeps_its_floors(database: Database) -> None:
     run = await run_pressure(ctx, config, config.pressures[0], with_references=True)
     table = {row.group: row for row in rows(run.outcomes)}
     print("\n" + markdown(config.pressures[0], list(table.values())))
+    embedder = remembering_local_embedder()
+    print(f"embedding {embedder.seconds:.0f} s, {embedder.misses} texts, {embedder.hits} again")
     for group, (recall_5, in_prompt) in FLOORS.items():
         row = table[group]
         assert row.recall_at_5 is not None and row.recall_at_5 >= recall_5, row

@@ -70,6 +70,12 @@ def test_a_vague_reference_is_resolved_with_the_last_turns() -> None:
     assert "Beta-2" in query.text and "beta-2" in query.terms
 
 
+def test_a_vague_reference_with_nothing_named_before_it_stays_as_asked() -> None:
+    query = rewrite("what about the second one?", ["ok", "sounds good"])
+    assert query.has_reference and query.context_entities == ()
+    assert query == rewrite("what about the second one?")
+
+
 def test_a_reference_with_its_own_content_is_not_padded() -> None:
     query = rewrite("What was the budget we agreed on for cloud servers?", ["Alpha wins."])
     assert query.context_entities == ()
