@@ -255,6 +255,19 @@ class RecallSettings(BaseModel):
         description="Chunks holding a query term that the lexical search ranks at most, the "
         "newest first: its cost stays bounded however many share a common word.",
     )
+    bm25_k1: float = Field(
+        1.2,
+        ge=0,
+        description="BM25's k1 in the lexical channel (its saturation; terms are "
+        "counted once per chunk, so it scales only the length normalisation's reach).",
+    )
+    bm25_b: float = Field(
+        0.75,
+        ge=0,
+        le=1,
+        description="BM25's b: how much a chunk's length against the "
+        "session's average lowers its score (0: not at all).",
+    )
     hnsw_ef_search: int = Field(100, ge=1, le=1000)
     hnsw_max_scan_tuples: int = Field(
         20000,

@@ -17,7 +17,7 @@ from pgvector.psycopg import register_vector
 
 from app.core.stats import percentiles
 from app.core.types import session_key
-from app.services.recall import QueryVectors, search_archive, vector_scan
+from app.services.recall import QueryVectors, lexical_scan, search_archive, vector_scan
 from app.settings import RecallSettings
 from app.store.database import Database, libpq_url
 from app.store.distribution import partition_by_session
@@ -55,9 +55,11 @@ def _vectors(rng: np.random.Generator, count: int) -> np.ndarray[Any, np.dtype[n
     return unit
 
 
-def _load(url: str, start: int, stop: int, rng: np.random.Generator) -> tuple[float, float]:
-    """COPYs chunks start..stop-1 (HNSW index dropped first, rebuilt after): the load and
-    index build seconds."""
+def _load(
+    url: str, start: int, stop: int, rng: np.random.Generator, vector_index: bool = True
+) -> tuple[float, float]:
+    """COPYs chunks start..stop-1 (HNSW index dropped first, rebuilt after unless
+    `vector_index` is false): the load and index build seconds."""
     with psycopg.connect(libpq_url(url), autocommit=True) as connection:
         register_vector(connection)
         connection.execute("DROP INDEX IF EXISTS ix_chunks_embedding_hnsw")
@@ -97,6 +99,13 @@ def _load(url: str, start: int, stop: int, rng: np.random.Generator) -> tuple[fl
             "array_to_tsvector(terms), md5(id) FROM stage",
             (SESSION, MODEL),
         )
+        connection.execute(  # BM25's totals, as the store keeps them (app/store/chunks.py)
+            "UPDATE sessions SET lexical_chunks = lexical_chunks + loaded.chunks, "
+            "lexical_terms = lexical_terms + loaded.terms FROM (SELECT count(*) AS chunks, "
+            "coalesce(sum(length(array_to_tsvector(terms))), 0) AS terms FROM stage) AS loaded "
+            "WHERE id = %s",
+            (SESSION,),
+        )
         connection.execute(
             "INSERT INTO chunk_units (session_id, chunk_id, ord, seq, said_at, text_start, "
             "text_end, embedding, embedding_model) "
@@ -105,6 +114,11 @@ def _load(url: str, start: int, stop: int, rng: np.random.Generator) -> tuple[fl
         )
         loaded = time.perf_counter() - began
         began = time.perf_counter()
+        if not vector_index:  # a lexical-only measurement (scripts/measure_lexical.py)
+            # What autovacuum does during the HNSW build otherwise: the GIN index's pending
+            # list merged, which every lexical search would scan through.
+            connection.execute("VACUUM (ANALYZE) chunks")
+            return loaded, time.perf_counter() - began
         connection.execute("SET maintenance_work_mem = '1GB'")
         connection.execute(
             "CREATE INDEX ix_chunks_embedding_hnsw ON chunks USING hnsw "
@@ -150,7 +164,7 @@ async def _search(
             )
             middle = time.perf_counter()
             await lexical_candidates(
-                db, SESSION, terms, settings.candidates, settings.lexical_max_rows
+                db, SESSION, terms, settings.candidates, lexical_scan(settings)
             )
             timings["vector"].append((middle - began) * 1000)
             timings["lexical"].append((time.perf_counter() - middle) * 1000)
@@ -163,15 +177,19 @@ class LoadTimes:
     index_build_s: float
 
 
-def load_archive(url: str, size: int, seed: int, partitions: int | None = None) -> LoadTimes:
+def load_archive(
+    url: str, size: int, seed: int, partitions: int | None = None, vector_index: bool = True
+) -> LoadTimes:
     """Migrates the empty database at `url` (its distributed tables partitioned by hash of
     the session key when `partitions` is given) and loads `size` chunks into one session;
-    the same seed loads the same chunks."""
+    the same seed loads the same chunks. Without `vector_index` the HNSW indexes are left
+    unbuilt: only the lexical channel can be measured then."""
     upgrade_head(url)
     if partitions is not None:
         partition_by_session(url, partitions)
     _prepare(url)
-    return LoadTimes(*_load(url, 0, size, np.random.default_rng(seed)))
+    rng = np.random.default_rng(seed)
+    return LoadTimes(*_load(url, 0, size, rng, vector_index=vector_index))
 
 
 async def search_timings(url: str, queries: int, seed: int) -> dict[str, list[float]]:

@@ -185,6 +185,12 @@ def vector_scan(settings: RecallSettings) -> recall_store.VectorScan:
     )
 
 
+def lexical_scan(settings: RecallSettings) -> recall_store.LexicalScan:
+    return recall_store.LexicalScan(
+        max_rows=settings.lexical_max_rows, k1=settings.bm25_k1, b=settings.bm25_b
+    )
+
+
 async def search_archive(
     database: Database,
     session_key: str,
@@ -237,7 +243,7 @@ async def search_archive(
         async with database.transaction() as db:
             searched = likeliest_rare(terms, settings.lexical_max_terms)
             return await recall_store.lexical_candidates(
-                db, session_key, searched, limit, settings.lexical_max_rows
+                db, session_key, searched, limit, lexical_scan(settings)
             )
 
     if database.single_connection:

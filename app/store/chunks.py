@@ -13,7 +13,7 @@ from sqlalchemy.orm import defer
 from app.core.blobs import Blob
 from app.core.types import EmbeddedChunk, UnitDraft
 from app.core.vectors import mean_vector
-from app.store.models import BlobRow, ChunkRow, ChunkUnitRow
+from app.store.models import BlobRow, ChunkRow, ChunkUnitRow, SessionRow
 from app.store.sealing import blind_terms
 
 
@@ -26,6 +26,8 @@ async def insert_chunks(
 ) -> None:
     """Writes the chunks and their units; a chunk without vectors is marked for re-embedding.
     `archived_turn`: the first turn that has them in its archive."""
+    terms = sum(len(set(chunk.draft.lexical_terms)) for chunk in chunks)
+    await add_to_lexical_totals(db, session_id, len(chunks), terms)
     for chunk in chunks:
         draft, vector = chunk.draft, chunk.vector
         db.add(
@@ -234,7 +236,38 @@ async def chunks_in_turns(
 
 async def delete_chunks(db: AsyncSession, session_id: str, chunk_ids: Sequence[str]) -> int:
     """Deletes the rows, their vectors and lexical terms with them."""
+    await leave_lexical_index(db, session_id, chunk_ids)
     result = await db.execute(
         delete(ChunkRow).where(ChunkRow.session_id == session_id, ChunkRow.id.in_(chunk_ids))
     )
     return int(getattr(result, "rowcount", 0))
+
+
+async def add_to_lexical_totals(db: AsyncSession, session_id: str, chunks: int, terms: int) -> None:
+    """Moves the session's BM25 totals (`SessionRow.lexical_chunks`, `lexical_terms`)."""
+    if chunks or terms:
+        await db.execute(
+            update(SessionRow)
+            .where(SessionRow.id == session_id)
+            .values(
+                lexical_chunks=SessionRow.lexical_chunks + chunks,
+                lexical_terms=SessionRow.lexical_terms + terms,
+            )
+        )
+
+
+async def leave_lexical_index(db: AsyncSession, session_id: str, chunk_ids: Sequence[str]) -> None:
+    """Takes the chunks that are still in the lexical index out of the session's totals:
+    call it before they are deleted or their terms cleared."""
+    if not chunk_ids:
+        return
+    chunks, terms = (
+        await db.execute(
+            select(func.count(), func.coalesce(func.sum(func.length(ChunkRow.lexical)), 0)).where(
+                ChunkRow.session_id == session_id,
+                ChunkRow.id.in_(chunk_ids),
+                ChunkRow.superseded_turn.is_(None),
+            )
+        )
+    ).one()
+    await add_to_lexical_totals(db, session_id, -int(chunks), -int(terms))

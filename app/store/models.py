@@ -109,6 +109,10 @@ class SessionRow(Base):
     last_offload_turn: Mapped[int | None] = mapped_column(Integer)
     # A manual offload (memory tool `offload`) that the session's next turn carries out.
     offload_until_tokens: Mapped[int | None] = mapped_column(Integer)
+    # BM25's corpus statistics (app/store/recall.py): the chunks in the lexical index (not
+    # superseded) and the sum of their distinct terms, kept in step by app/store/chunks.py.
+    lexical_chunks: Mapped[int] = mapped_column(Integer, server_default="0")
+    lexical_terms: Mapped[int] = mapped_column(BigInteger, server_default="0")
     created_at: Mapped[datetime] = _created_at()
     updated_at: Mapped[datetime] = mapped_column(server_default=func.now(), onupdate=func.now())
 

@@ -184,29 +184,38 @@ def tsquery_any(terms: Sequence[str]) -> str:
     return " | ".join("'" + term.replace("\\", "").replace("'", "''") + "'" for term in terms)
 
 
-# Ids of the session's chunks holding any query term, best first, scored by the sum of the
-# IDFs of the terms they hold: a term's IDF is ln(1 + M / (1 + its chunks)), M the chunks
-# holding any term. Only the newest `max_rows` matching chunks are ranked, so the cost stays
-# bounded however many chunks share a common word. One statement, whatever the number of
-# terms (an array of one-term queries), its weights aggregated once per term.
-_IDF_RANKED = text(
+# Ids of the session's chunks holding any query term, best first by BM25 with binary term
+# frequency (a chunk's tsvector holds each term once): Σ idf(t) · (k1 + 1) / (1 + k1 · (1 − b +
+# b · dl / avgdl)), idf(t) = ln(1 + (N − df + 0.5) / (df + 0.5)). N and avgdl are the session's
+# (its row keeps the totals), dl a chunk's distinct terms. Only the newest `max_rows` matching
+# chunks are ranked, so the cost stays bounded however many chunks share a common word; df is
+# counted among them (exact while fewer match). One statement, whatever the number of terms
+# (an array of one-term queries), its weights aggregated once per term.
+_BM25_RANKED = text(
     """
     WITH matching AS (
-        SELECT id, turn_start, lexical FROM chunks
+        SELECT id, turn_start, lexical, length(lexical) AS dl FROM chunks
         WHERE session_id = :session_id AND lexical @@ CAST(:any_term AS tsquery)
         ORDER BY turn_start DESC
         LIMIT :max_rows
+    ), totals AS (
+        SELECT lexical_chunks::float8 AS n,
+            CASE WHEN lexical_chunks > 0 THEN lexical_terms::float8 / lexical_chunks
+                ELSE (SELECT avg(dl) FROM matching) END AS avgdl
+        FROM sessions WHERE id = :session_id
     ), holds AS (
-        SELECT m.id, m.turn_start, q.ord
+        SELECT m.id, m.turn_start, m.dl, q.ord
         FROM matching AS m
         JOIN unnest(CAST(:each_term AS tsquery[])) WITH ORDINALITY AS q(term, ord)
             ON m.lexical @@ q.term
     ), weights AS (
-        SELECT ord, ln(1 + (SELECT count(*) FROM matching)::float8 / (1 + count(*))) AS idf
-        FROM holds GROUP BY ord
+        SELECT h.ord, ln(1 + (greatest(t.n, count(*)) - count(*) + 0.5) / (count(*) + 0.5)) AS idf
+        FROM holds AS h CROSS JOIN totals AS t
+        GROUP BY h.ord, t.n
     )
-    SELECT h.id, sum(w.idf) AS score
-    FROM holds AS h JOIN weights AS w USING (ord)
+    SELECT h.id,
+        sum(w.idf * (:k1 + 1) / (1 + :k1 * (1 - :b + :b * h.dl / greatest(t.avgdl, 1)))) AS score
+    FROM holds AS h JOIN weights AS w USING (ord) CROSS JOIN totals AS t
     GROUP BY h.id, h.turn_start
     ORDER BY score DESC, h.turn_start DESC, h.id
     LIMIT :limit
@@ -214,24 +223,34 @@ _IDF_RANKED = text(
 ).columns(id=String, score=Float)
 
 
+@dataclass(frozen=True)
+class LexicalScan:
+    """How the lexical channel ranks a session's chunks: BM25's `k1` and `b`, over at most
+    the newest `max_rows` chunks that hold a query term."""
+
+    max_rows: int
+    k1: float
+    b: float
+
+
 async def lexical_candidates(
     db: AsyncSession,
     session_id: str,
     terms: Sequence[str],
     limit: int,
-    max_rows: int,
+    scan: LexicalScan,
 ) -> list[ChunkRow]:
-    """The session's chunks holding any of the terms, the rarest terms' holders first
-    (`ts_rank` has no IDF: a common word would push a rare one out of the top R), among the
-    newest `max_rows` that hold any."""
+    """The session's chunks holding any of the terms, best first by BM25 (`_BM25_RANKED`)."""
     if not terms:
         return []
     blinded = blind_terms(list(dict.fromkeys(terms)))
-    ranked = _IDF_RANKED.bindparams(
+    ranked = _BM25_RANKED.bindparams(
         session_id=session_id,
         any_term=tsquery_any(blinded),
         each_term=[tsquery_any([term]) for term in blinded],
-        max_rows=max_rows,
+        max_rows=scan.max_rows,
+        k1=scan.k1,
+        b=scan.b,
         limit=limit,
     ).subquery()
     statement = (

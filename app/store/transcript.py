@@ -14,6 +14,7 @@ from app.core.facts import FactStatus
 from app.core.notes import NotesBody
 from app.core.transcript import StoredEntry
 from app.core.types import MessageState
+from app.store.chunks import leave_lexical_index
 from app.store.models import ChunkRow, ChunkUnitRow, FactRow, MessageRow, NoteRow
 
 LIVE_STATES = (MessageState.WINDOW, MessageState.OFFLOADED)
@@ -74,17 +75,20 @@ async def archive_branch(
     ).all()
     from_turn = min((turn for turn, _, _ in archived), default=archived_at_turn)
     chunk_ids = sorted({cid for _, *ids in archived for cid in ids if cid is not None})
-    await _archive_chunks(db, session_id, chunk_ids, archived_at_turn)
+    await archive_chunks(db, session_id, chunk_ids, archived_at_turn)
     retired, restored = await _retire_facts(db, session_id, from_seq, from_turn)
     await _drop_notes_items(db, session_id, from_turn)
     return ArchivedBranch(from_seq, from_turn, len(archived), tuple(chunk_ids), retired, restored)
 
 
-async def _archive_chunks(
+async def archive_chunks(
     db: AsyncSession, session_id: str, chunk_ids: Sequence[str], turn: int
 ) -> None:
+    """Takes the chunks out of recall at `turn` (their units and lexical terms): a superseded
+    branch's chunks stay readable by id."""
     if not chunk_ids:
         return
+    await leave_lexical_index(db, session_id, chunk_ids)
     await db.execute(
         delete(ChunkUnitRow).where(
             ChunkUnitRow.session_id == session_id, ChunkUnitRow.chunk_id.in_(chunk_ids)

@@ -104,7 +104,12 @@ async def test_the_archive_loads_on_hash_partitions_and_is_searched_there(
             counts = db.execute(
                 "SELECT tableoid::regclass::text, count(*) FROM chunks GROUP BY 1"
             ).fetchall()
+            totals = db.execute(  # BM25's totals, as the store would have kept them
+                "SELECT lexical_chunks, lexical_terms = (SELECT sum(length(lexical)) FROM chunks) "
+                "FROM sessions"
+            ).fetchall()
         assert len(counts) == 1 and counts[0][1] == 300 and counts[0][0].startswith("chunks_p")
+        assert totals == [(300, True)]
         timings = await archive.search_timings(url, queries=3, seed=3)
     assert {stage: len(values) for stage, values in timings.items()} == {
         "vector": 3,

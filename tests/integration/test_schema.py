@@ -105,6 +105,40 @@ def test_tenant_keys_migration_keeps_existing_sessions_and_their_rows(database_u
             assert keyed(db) == {("sessions", "s1"), ("messages", "s1"), ("events", "s1")}
 
 
+def test_the_lexical_totals_migration_counts_the_chunks_already_written(database_url: str) -> None:
+    """BM25's session totals start from the archive as it is: live chunks and their distinct
+    terms, a superseded chunk left out."""
+    with fresh_named_database(database_url, "ebbtide_lexical_totals") as url:
+        command.upgrade(alembic_config(url), "0012")
+        with psycopg.connect(url.replace("+psycopg", ""), autocommit=True) as db:
+            db.execute("INSERT INTO tenants (id, name) VALUES ('acme', 'acme')")
+            for key in ("acme/s1", "acme/s2"):
+                db.execute(
+                    "INSERT INTO sessions (id, tenant_id, version, turn_count, next_seq, "
+                    "c0_tokens, policy, calibration_ratio) "
+                    "VALUES (%s, 'acme', 1, 1, 2, 0, '{}', 1)",
+                    (key,),
+                )
+            for chunk_id, terms, superseded in (
+                ("c1", "{alpha,beta,gamma}", None),
+                ("c2", "{beta,delta}", None),
+                ("c3", "{old,branch,words,here}", 5),
+            ):
+                db.execute(
+                    "INSERT INTO chunks (session_id, id, kind, turn_start, turn_end, seq_start, "
+                    "seq_end, roles, first_ts, last_ts, raw_text, tokens, summary_hint, "
+                    "needs_embedding, lexical, content_hash, superseded_turn) VALUES "
+                    "('acme/s1', %s, 'offload', 1, 1, 1, 1, '{user}', now(), now(), 'x', 1, 'x', "
+                    "false, array_to_tsvector(%s::text[]), %s, %s)",
+                    (chunk_id, terms, chunk_id, superseded),
+                )
+            command.upgrade(alembic_config(url), "head")
+            totals = db.execute(
+                "SELECT id, lexical_chunks, lexical_terms FROM sessions ORDER BY id"
+            ).fetchall()
+            assert totals == [("acme/s1", 2, 5), ("acme/s2", 0, 0)]
+
+
 def keyed(db: psycopg.Connection[Any]) -> set[tuple[str, str]]:
     rows = db.execute(
         "SELECT 'sessions', id FROM sessions UNION SELECT 'messages', session_id FROM messages "
