@@ -32,7 +32,7 @@ from app.store.embedded import (
 )
 from app.store.engine_upgrade import ROOT_SYSTEM_USER, fetch_legacy_bindir
 from app.store.migrate import alembic_config, upgrade_head
-from app.store.recall import VectorScan, lexical_candidates, unit_candidates
+from app.store.recall import LexicalScan, VectorScan, lexical_candidates, unit_candidates
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 LEGACY_CACHE = PROJECT_ROOT / ".ebbtide-test-legacy"  # the old engine's binaries, fetched once
@@ -155,7 +155,9 @@ async def _search(url: str, vector: list[float]) -> tuple[list[str], list[str]]:
     try:
         assert (await database.store_engine()).postgres.startswith(f"{bundled_major()}.")
         async with database.transaction() as db:
-            found = await lexical_candidates(db, SESSION, ["hartwell"], 5, 100)
+            found = await lexical_candidates(
+                db, SESSION, ["hartwell"], 5, LexicalScan(100, 1.2, 0.75)
+            )
             units = await unit_candidates(
                 db, SESSION, "m", vector, vector, 1, VectorScan(100, 0, 1000)
             )
