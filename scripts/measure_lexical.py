@@ -4,10 +4,11 @@ for docs/BENCHMARKS.md.
     python scripts/measure_lexical.py --chunks 100000 --out docs/bench/lexical-bm25
 
 One session of `--chunks` synthetic chunks (the archive benchmark's, app/bench/archive.py:
-40 terms drawn evenly from a 5,000-word vocabulary each, 4-term queries). Each query runs both
-statements, alternating which goes first, so that whatever else the machine does falls on
-both alike. Besides their times: how much of the top R the two share (the ranking changed
-by design: BM25 weighs by the session's document frequencies and each chunk's length).
+40 terms drawn evenly from a 5,000-word vocabulary each, 4-term queries), vacuumed after
+the load as autovacuum would have. Each query runs both statements, alternating which goes
+first, so that whatever else the machine does falls on both alike. Besides their times: how
+much of the top R the two share (the ranking changed by design: BM25 weighs by the
+session's document frequencies and each chunk's length).
 
 `IDF_STATEMENT` is the statement of commit 42cc6b2 (`_IDF_RANKED` in app/store/recall.py),
 kept here only as the baseline of this measurement.

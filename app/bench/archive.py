@@ -115,8 +115,8 @@ def _load(
         loaded = time.perf_counter() - began
         began = time.perf_counter()
         if not vector_index:  # a lexical-only measurement (scripts/measure_lexical.py)
-            # What autovacuum does during the HNSW build otherwise: the GIN index's pending
-            # list merged, which every lexical search would scan through.
+            # What autovacuum does during the HNSW build otherwise: searched before any
+            # vacuum, the freshly loaded table answered 8× slower (docs/BENCHMARKS.md).
             connection.execute("VACUUM (ANALYZE) chunks")
             return loaded, time.perf_counter() - began
         connection.execute("SET maintenance_work_mem = '1GB'")
@@ -222,6 +222,7 @@ async def measure(url: str, sizes: Sequence[int], queries: int, seed: int) -> di
         results.append(
             {
                 "chunks": size,
+                "units": size * UNITS_PER_CHUNK,
                 "load_s": round(load_s, 1),
                 "index_build_s": round(index_s, 1),
                 "search_ms": percentiles(timings["search"]),

@@ -80,7 +80,9 @@ class BenchConfig:
     steady_turns: int = 200
     history_points: tuple[int, ...] = (10, 100, 1000, 5000)
     history_window: int = 10  # turns measured from each point on
-    archive_sizes: tuple[int, ...] = (1_000, 10_000, 100_000)
+    # 250,000 chunks hold 1,000,000 units (`archive.UNITS_PER_CHUNK` each): the full form's
+    # largest archive, which has a target of its own.
+    archive_sizes: tuple[int, ...] = (1_000, 10_000, 100_000, 250_000)
     archive_queries: int = 200
     concurrency: tuple[int, ...] = (1, 4, 16, 64)
     session_turns: int = 12
@@ -486,13 +488,42 @@ def _target(name: str, value: float, limit: float, *, at_least: bool = False) ->
     return {"target": name, "value": round(value, 2), "limit": limit, "met": met}
 
 
+SEARCH_TARGET_CHUNKS = 100_000  # search p95 ≤ 15 ms at this many chunks (or the largest below)
+SEARCH_TARGET_UNITS = 1_000_000  # and ≤ 30 ms from this many units on, where the run has them
+
+
+def archive_search_targets(sizes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The search targets of the archive section: one at 100,000 chunks (the quick form's
+    largest size stands in), one at 1,000,000 units when the run reached that size."""
+    by_chunks = {size["chunks"]: size for size in sizes}
+    chunks = max((c for c in by_chunks if c <= SEARCH_TARGET_CHUNKS), default=min(by_chunks))
+    found = [
+        _target(
+            f"recall search p95 ≤ 15 ms at {chunks:,} chunks",
+            by_chunks[chunks]["search_ms"]["p95"],
+            15.0,
+        )
+    ]
+    large = [size for size in sizes if size["units"] >= SEARCH_TARGET_UNITS]
+    if large:
+        size = min(large, key=lambda s: s["units"])
+        found.append(
+            _target(
+                f"recall search p95 ≤ 30 ms at {size['units']:,} units",
+                size["search_ms"]["p95"],
+                30.0,
+            )
+        )
+    return found
+
+
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     latency, history, archive = results["latency"], results["history"], results["archive"]
     floor_p95 = latency["floor"]["client_ms"]["p95"]
     never_p95 = latency["never_triggered"]["client_ms"]["p95"]
     offload_p95 = latency["offload_turns"]["client_ms"]["p95"]
     steady_p95 = latency["steady_with_recall"]["client_ms"]["p95"]
-    largest = archive["sizes"][-1]
+    search = archive_search_targets(archive["sizes"])
     points = history["points"]
     first, final = points[min(points, key=int)], points[max(points, key=int)]
     growth = final["server_total_ms_p50"] / max(first["server_total_ms_p50"], 1e-9)
@@ -510,11 +541,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             1.5,
         ),
         _target("steady turn with recall p95 ≤ 60 ms (client side)", steady_p95, 60.0),
-        _target(
-            f"recall search p95 ≤ 15 ms at {largest['chunks']:,} chunks",
-            largest["search_ms"]["p95"],
-            15.0,
-        ),
+        *search,
         _target(
             f"server time per turn at turn {max(points, key=int)} ≤ 1.2 × turn "
             f"{min(points, key=int)} (p50, non-offload turns)",

@@ -180,18 +180,24 @@ def turn_query(ctx: ServiceContext, inp: TurnInput) -> RewrittenQuery | None:
     )
 
 
+def archive_in_reach(snap: Snapshot, plan: TurnPlan) -> bool:
+    """Whether anything is archived before or by this turn: else recall has nothing to search
+    and the turn's question need not even be read."""
+    return bool(snap.has_chunks or plan.offload_units or plan.oversize_drafts)
+
+
 def recall_skip_reason(
     inp: TurnInput, query: RewrittenQuery | None, snap: Snapshot, plan: TurnPlan
 ) -> str | None:
     """Why the turn does not search the archive; None when it does. An `auto` turn that only
-    acknowledges ("ok, thanks", "好的，继续") skips, as do turns with recall off, with no user
-    input (`query` None), or with nothing archived before or by this turn."""
+    acknowledges ("ok, thanks", "好的，继续") skips, as do turns with recall off, with nothing
+    archived before or by this turn, or with no user input (`query` None)."""
     if inp.recall == "off":
         return "off"
+    if not archive_in_reach(snap, plan):
+        return "archive_empty"
     if query is None:
         return "no_user_input"
-    if not (snap.has_chunks or plan.offload_units or plan.oversize_drafts):
-        return "archive_empty"
     if inp.recall == "auto" and is_acknowledgement(query):
         return "acknowledgement"
     return None

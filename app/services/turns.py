@@ -40,6 +40,7 @@ from app.services.offload import build_batch
 from app.services.policies import plan_policy
 from app.services.sessions import locked_session, owned
 from app.services.turn_recall import (
+    archive_in_reach,
     recall_for_turn,
     recall_skip_reason,
     start_query_embedding,
@@ -179,7 +180,9 @@ async def _attempt(ctx: ServiceContext, inp: TurnInput) -> TurnResult:
     row lock. Any other turn reads, lets the lock go while recall and the models work, and
     writes in a second transaction that checks the version it read."""
     started = time.perf_counter()
-    query = turn_query(ctx, inp)
+    # Read before the session only where its embedding may start early; else after the read,
+    # and only when the session has an archive to search (`_planned`).
+    query = turn_query(ctx, inp) if inp.key in ctx.archive_hint else None
     early = start_query_embedding(ctx, inp, query)
     with statements.counting() as sent:
         try:
@@ -231,7 +234,7 @@ async def _whole_history_turn(
         return found, "replay"
     inp, snap, history = await _reconciled(ctx, inp, found)
     # Read after reconciling: the new messages may not hold the history's last user message.
-    planned = _planned(ctx, inp, turn_query(ctx, inp), snap, started)
+    planned = _planned(ctx, inp, None, snap, started)
     outcome, draft, clock = await _complete(planned, inp, snap, history=history)
     return await commit_turn(planned.ctx, inp, snap, outcome, draft, clock), _kind(outcome)
 
@@ -246,7 +249,7 @@ def _kind(outcome: Outcome) -> str:
 @dataclass(frozen=True)
 class Planned:
     ctx: ServiceContext  # counting tokens as the turn's model does
-    query: RewrittenQuery | None  # the turn's question, read once (`turn_query`)
+    query: RewrittenQuery | None  # read once (`turn_query`); None: no user words or no archive
     plan: TurnPlan
     timings: dict[str, float]
     started: float
@@ -273,6 +276,8 @@ def _planned(
         if notes_after is not None:
             plan = plan_turn(inp, snap, ctx.counter, rules, ctx.clock(), ctx.new_id, notes_after)
     timings["plan"] = _ms_since(mark)
+    if query is None and archive_in_reach(snap, plan):
+        query = turn_query(ctx, inp)
     return Planned(ctx, query, plan, timings, started)
 
 

@@ -173,7 +173,8 @@ async def set_embedding(
 async def set_lexical_terms(
     db: AsyncSession, session_id: str, chunk_id: str, terms: Sequence[str]
 ) -> None:
-    """Rewrites a chunk's lexical index (after the index key changed)."""
+    """Rewrites a chunk's lexical index (after the index key changed). The same terms under
+    another key: the session's BM25 totals stay as they are."""
     await db.execute(
         update(ChunkRow)
         .where(ChunkRow.session_id == session_id, ChunkRow.id == chunk_id)
