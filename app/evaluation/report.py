@@ -188,6 +188,31 @@ def hard_tables(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def chats_table(report: dict[str, Any]) -> list[str]:
+    """The long-chats set: Ebbtide's R@5 / R@10 (any / all evidence) beside the flat hybrid
+    baseline's, by language, kind, shared words and split."""
+    chats = report.get("chats")
+    if not chats:
+        return ["Not run: the long-chats set needs Ebbtide in-process (no `--url`)."]
+    lines = [
+        f"Window {chats['window']} tokens. R@k over the questions whose evidence had left the "
+        "window (any / all of the evidence messages in the top k).",
+        "",
+        "| group | n (archived) | R@5 | R@10 | flat R@5 | flat R@10 | answered |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in chats["rows"]:
+        lines.append(
+            f"| {row['group']} | {row['questions']} ({row['archived']}) "
+            f"| {_cell(row['any_at_5'])} / {_cell(row['all_at_5'])} "
+            f"| {_cell(row['any_at_10'])} / {_cell(row['all_at_10'])} "
+            f"| {_cell(row['flat_any_at_5'])} / {_cell(row['flat_all_at_5'])} "
+            f"| {_cell(row['flat_any_at_10'])} / {_cell(row['flat_all_at_10'])} "
+            f"| {_cell(row['answered'])} |"
+        )
+    return [*lines, ""]
+
+
 def prefix_line(prefix: dict[str, Any]) -> str:
     """The stable-prefix shares of a run's turns (app/evaluation/prefix.py), in one line."""
     return (
@@ -231,6 +256,9 @@ def write_report(report: dict[str, Any], out: Path, command: str) -> None:
         "the window; needle in prompt and false injection through the turn (auto mode).",
         "",
         *hard_tables(report),
+        "## Long chats (docs/RECALL.md): months of chat between friends, questions of every kind",
+        "",
+        *chats_table(report),
         "![recall](recall_vs_pressure.png)",
         "",
         "![prompt tokens](prompt_tokens.png)",

@@ -42,6 +42,7 @@ from app.evaluation.baselines import (
     budget_lines,
     budget_of,
 )
+from app.evaluation.chats_recall import ChatsConfig, chats_rows, run_chats
 from app.evaluation.hard_recall import HardConfig, rows, run_pressure
 from app.evaluation.report import write_report
 from app.evaluation.scenarios import NEVER_SAID, needle_scenario, task_scenario
@@ -61,10 +62,17 @@ class EvalConfig:
     task_turns: int = 500
     seed: int = 7
     hard: HardConfig = field(default_factory=HardConfig)
+    chats: ChatsConfig = field(default_factory=ChatsConfig)
 
     @classmethod
     def quick(cls) -> EvalConfig:
-        return cls(window=3000, pressures=(1, 2, 3), task_turns=100, hard=HardConfig.quick())
+        return cls(
+            window=3000,
+            pressures=(1, 2, 3),
+            task_turns=100,
+            hard=HardConfig.quick(),
+            chats=ChatsConfig.quick(),
+        )
 
 
 @dataclass
@@ -273,6 +281,13 @@ async def evaluate_hard(ctx: ServiceContext, config: HardConfig) -> list[dict[st
     return runs
 
 
+async def evaluate_chats(ctx: ServiceContext, config: ChatsConfig) -> dict[str, Any]:
+    """The long-chats set (docs/RECALL.md), in-process, with the flat hybrid baseline."""
+    with tqdm(unit="chat", desc="long chats") as bar:
+        outcomes = await run_chats(ctx, config, bar.update)
+    return {"window": config.window, "rows": [asdict(r) for r in chats_rows(outcomes)]}
+
+
 async def run_eval(
     settings: Settings,
     config: EvalConfig,
@@ -305,6 +320,7 @@ async def run_eval(
             report = await evaluate(kit, make, config, bar.update)
         # The hard set calls the recall use case itself: in-process only (see docs/RECALL.md).
         report["hard"] = await evaluate_hard(ctx, config.hard) if ctx is not None else []
+        report["chats"] = await evaluate_chats(ctx, config.chats) if ctx is not None else None
     finally:
         await client.aclose()
         if ctx is not None:
