@@ -100,8 +100,7 @@ class _Told:
     statement: str
     message_id: str = ""
     day: date = FIRST_DAY
-    session: int = -1
-    follow: _Told | None = None
+    follow: _Told | None = None  # what became of it, told sessions later (multi-hop)
 
 
 def _fill(kind: dict[str, Any], rng: random.Random, taken: dict[str, str]) -> dict[str, str]:
@@ -120,7 +119,7 @@ def _told(language: Language, speakers: tuple[str, str], rng: random.Random) -> 
             slots = _fill(kind, rng, taken)
             taken = slots
             fact = _Told(kind, speaker, slots, rng.choice(kind["say"]).format(**slots))
-            for follow in kind.get("follow", ()):
+            for follow in kind.get("follow", ()):  # one per kind at most
                 more = {**slots, **_fill(follow, rng, {})}
                 fact.follow = _Told(follow, speaker, more, rng.choice(follow["say"]).format(**more))
             told.append(fact)
@@ -193,7 +192,7 @@ def _session_messages(
         at = start + timedelta(minutes=2 * position)
         messages.append(ChatMessage(message_id, who, role, text, at))
         if told is not None:  # where the fact landed, for its questions
-            told.message_id, told.day, told.session = message_id, day, index
+            told.message_id, told.day = message_id, day
     return messages
 
 
