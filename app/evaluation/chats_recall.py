@@ -19,20 +19,17 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
 from app.core.messages import Message
-from app.core.results import RecallResult, TurnResult
+from app.core.results import TurnResult
 from app.evaluation.flat import FlatIndex
+from app.evaluation.hard_recall import RECALL_DEPTH, recall_top, share_of, share_within
 from app.evaluation.hard_set import LANGUAGES
 from app.evaluation.long_chats import QUESTION_KINDS, ChatMessage, ChatQuestion, LongChat
 from app.evaluation.long_chats import long_chats as all_chats
 from app.evaluation.scenarios import post
 from app.services.context import ServiceContext
-from app.services.recall import recall_query
-from app.store.models import DEFAULT_TENANT
 
-RECALL_DEPTH = 10
 Progress = Callable[[int], None]
 
 
@@ -101,13 +98,6 @@ async def _ingest(ctx: ServiceContext, session: str, chat: LongChat, window: int
     return last
 
 
-async def _recall(ctx: ServiceContext, session: str, text: str, asked_at: datetime) -> RecallResult:
-    budget = ctx.settings.limits.max_recall_budget_tokens
-    return await recall_query(
-        ctx, DEFAULT_TENANT, session, text, RECALL_DEPTH, budget_tokens=budget, asked_at=asked_at
-    )
-
-
 async def run_chat(ctx: ServiceContext, chat: LongChat, window: int) -> list[ChatOutcome]:
     session = f"chats-{chat.id}-{uuid.uuid4().hex[:6]}"
     last = await _ingest(ctx, session, chat, window)
@@ -116,7 +106,7 @@ async def run_chat(ctx: ServiceContext, chat: LongChat, window: int) -> list[Cha
     flat = await FlatIndex.build(ctx.embedder, [speaker_text(m) for m in chat.messages])
     outcomes = []
     for question in chat.questions:
-        result = await _recall(ctx, session, question.text, chat.asked_at)
+        result = await recall_top(ctx, session, question.text, chat.asked_at)
         ranked = [r.text for r in sorted(result.results, key=lambda r: -r.score)]
         any_rank, all_rank = evidence_ranks(question, ranked, said)
         flat_ranked = await flat.ranked(ctx.embedder, question.text)
@@ -166,28 +156,21 @@ class ChatsRow:
     answered: float | None
 
 
-def _share(ranks: Sequence[int | None], k: int) -> float | None:
-    if not ranks:
-        return None
-    return round(sum(rank is not None and rank <= k for rank in ranks) / len(ranks), 3)
-
-
 def chats_row(group: str, outcomes: Sequence[ChatOutcome]) -> ChatsRow:
     archived = [o for o in outcomes if o.archived]
-    answered = [o.answered for o in archived]
     return ChatsRow(
         group=group,
         questions=len(outcomes),
         archived=len(archived),
-        any_at_5=_share([o.any_rank for o in archived], 5),
-        all_at_5=_share([o.all_rank for o in archived], 5),
-        any_at_10=_share([o.any_rank for o in archived], 10),
-        all_at_10=_share([o.all_rank for o in archived], 10),
-        flat_any_at_5=_share([o.flat_any_rank for o in archived], 5),
-        flat_all_at_5=_share([o.flat_all_rank for o in archived], 5),
-        flat_any_at_10=_share([o.flat_any_rank for o in archived], 10),
-        flat_all_at_10=_share([o.flat_all_rank for o in archived], 10),
-        answered=round(sum(answered) / len(answered), 3) if answered else None,
+        any_at_5=share_within([o.any_rank for o in archived], 5),
+        all_at_5=share_within([o.all_rank for o in archived], 5),
+        any_at_10=share_within([o.any_rank for o in archived], 10),
+        all_at_10=share_within([o.all_rank for o in archived], 10),
+        flat_any_at_5=share_within([o.flat_any_rank for o in archived], 5),
+        flat_all_at_5=share_within([o.flat_all_rank for o in archived], 5),
+        flat_any_at_10=share_within([o.flat_any_rank for o in archived], 10),
+        flat_all_at_10=share_within([o.flat_all_rank for o in archived], 10),
+        answered=share_of([o.answered for o in archived]),
     )
 
 

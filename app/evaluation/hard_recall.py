@@ -142,7 +142,10 @@ def _in_window(last: TurnResult, needle: HardNeedle) -> bool:
     return needle.fact[0] in window_text
 
 
-async def _recall(ctx: ServiceContext, session: str, text: str, asked_at: datetime) -> RecallResult:
+async def recall_top(
+    ctx: ServiceContext, session: str, text: str, asked_at: datetime
+) -> RecallResult:
+    """The body of `POST /recall`: top 10 within the largest budget, as asked at `asked_at`."""
     budget = ctx.settings.limits.max_recall_budget_tokens
     return await recall_query(
         ctx, DEFAULT_TENANT, session, text, RECALL_DEPTH, budget_tokens=budget, asked_at=asked_at
@@ -195,7 +198,7 @@ async def run_conversation(
     for needle in chat.needles:
         for twin in (False, True):
             text = needle.twin if twin else needle.question
-            result = await _recall(ctx, session, text, chat.asked_at)
+            result = await recall_top(ctx, session, text, chat.asked_at)
             recalled[(needle.id, twin)] = result
             search_ms.append(result.timings_ms.get("search", 0.0))
     turns = await _ask_turns(ctx, session, chat, window, seed, prefix)
@@ -312,16 +315,18 @@ class HardRow:
     false_injection: float  # twins that got recalled items injected by the turn
 
 
-def _share(values: Sequence[bool]) -> float | None:
+def share_of(values: Sequence[bool]) -> float | None:
+    """The share of true values, to three places (None: no values)."""
     return round(sum(values) / len(values), 3) if values else None
 
 
 def _at(outcomes: Sequence[QuestionOutcome], k: int) -> float | None:
-    return _share([o.rank is not None and o.rank <= k for o in outcomes if o.archived])
+    return share_of([o.rank is not None and o.rank <= k for o in outcomes if o.archived])
 
 
-def _reference_at(ranks: Sequence[int | None], k: int) -> float | None:
-    return _share([rank is not None and rank <= k for rank in ranks])
+def share_within(ranks: Sequence[int | None], k: int) -> float | None:
+    """The share of ranks within the top k (None: not found)."""
+    return share_of([rank is not None and rank <= k for rank in ranks])
 
 
 def row(group: str, outcomes: Sequence[QuestionOutcome]) -> HardRow:
@@ -334,13 +339,13 @@ def row(group: str, outcomes: Sequence[QuestionOutcome]) -> HardRow:
         recall_at_1=_at(outcomes, 1),
         recall_at_5=_at(outcomes, 5),
         recall_at_10=_at(outcomes, 10),
-        ceiling_at_5=_reference_at([o.ceiling_rank for o in measured], 5),
-        flat_at_5=_reference_at(flat, 5),
-        flat_at_10=_reference_at(flat, 10),
-        answered=_share([o.answered for o in outcomes]) or 0.0,
-        twin_no_match=_share([not o.twin_answered for o in outcomes]) or 0.0,
-        in_prompt=_share([o.in_prompt for o in outcomes]) or 0.0,
-        false_injection=_share([o.twin_injected for o in outcomes]) or 0.0,
+        ceiling_at_5=share_within([o.ceiling_rank for o in measured], 5),
+        flat_at_5=share_within(flat, 5),
+        flat_at_10=share_within(flat, 10),
+        answered=share_of([o.answered for o in outcomes]) or 0.0,
+        twin_no_match=share_of([not o.twin_answered for o in outcomes]) or 0.0,
+        in_prompt=share_of([o.in_prompt for o in outcomes]) or 0.0,
+        false_injection=share_of([o.twin_injected for o in outcomes]) or 0.0,
     )
 
 

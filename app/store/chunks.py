@@ -258,17 +258,22 @@ async def add_to_lexical_totals(db: AsyncSession, session_id: str, chunks: int, 
 
 
 async def leave_lexical_index(db: AsyncSession, session_id: str, chunk_ids: Sequence[str]) -> None:
-    """Takes the chunks that are still in the lexical index out of the session's totals:
-    call it before they are deleted or their terms cleared."""
+    """Takes the chunks that are still in the lexical index out of the session's totals, in
+    one statement: call it before they are deleted or their terms cleared."""
     if not chunk_ids:
         return
-    chunks, terms = (
-        await db.execute(
-            select(func.count(), func.coalesce(func.sum(func.length(ChunkRow.lexical)), 0)).where(
-                ChunkRow.session_id == session_id,
-                ChunkRow.id.in_(chunk_ids),
-                ChunkRow.superseded_turn.is_(None),
-            )
+    leaving = (
+        ChunkRow.session_id == session_id,
+        ChunkRow.id.in_(chunk_ids),
+        ChunkRow.superseded_turn.is_(None),
+    )
+    chunks = select(func.count()).where(*leaving).scalar_subquery()
+    terms = select(func.coalesce(func.sum(func.length(ChunkRow.lexical)), 0)).where(*leaving)
+    await db.execute(
+        update(SessionRow)
+        .where(SessionRow.id == session_id)
+        .values(
+            lexical_chunks=SessionRow.lexical_chunks - chunks,
+            lexical_terms=SessionRow.lexical_terms - terms.scalar_subquery(),
         )
-    ).one()
-    await add_to_lexical_totals(db, session_id, -int(chunks), -int(terms))
+    )
