@@ -133,12 +133,11 @@ def _relative_period(text: str, moment: datetime) -> Period | None:
         return _day(moment, moment.date() - timedelta(days=days))
     if match := _LAST_WEEKDAY.search(text):
         return _weekday_before(moment, WEEKDAYS_EN.index(match[1].lower()))
+    # The previous calendar week (it starts on Monday): 上周五 is its Friday.
+    last_monday = moment.date() - timedelta(days=moment.weekday() + 7)
     if match := _ZH_LAST_WEEKDAY.search(text):
         weekday = 6 if match[1] == "天" else WEEKDAYS_ZH.index(match[1])
-        # 上周五: Friday of the previous calendar week (the week starts on Monday).
-        monday = moment.date() - timedelta(days=moment.weekday() + 7)
-        return _day(moment, monday + timedelta(days=weekday))
-    last_monday = moment.date() - timedelta(days=moment.weekday() + 7)
+        return _day(moment, last_monday + timedelta(days=weekday))
     if _LAST_WEEKEND.search(text):
         return _day(moment, last_monday + timedelta(days=5), days=2)
     if _LAST_WEEK.search(text):
