@@ -7,8 +7,6 @@ Policy: English and Chinese day expressions resolve against the moment the quest
   recent such day not after the question;
 - relative days: "today", "yesterday", "the day before yesterday", "N days ago",
   "last Friday", "今天", "昨天", "前天", "上周五", "上星期五";
-- the week before: "last weekend", "上周末" (its Saturday and Sunday), "last week", "上周"
-  (Monday to Sunday);
 The first expression found wins; none: no period.
 """
 
@@ -55,8 +53,6 @@ _ZH_DAY = re.compile(rf"(?:(\d{{4}})年)?{_ZH_NUMBER}月{_ZH_NUMBER}[日号]")
 _DAYS_AGO = re.compile(r"\b(\d+|a|one|two|three|four|five|six) days? ago\b", re.IGNORECASE)
 _LAST_WEEKDAY = re.compile(rf"\blast ({'|'.join(WEEKDAYS_EN)})\b", re.IGNORECASE)
 _ZH_LAST_WEEKDAY = re.compile(rf"上(?:周|星期|礼拜)([{WEEKDAYS_ZH}天])")
-_LAST_WEEKEND = re.compile(r"\blast weekend\b|上(?:周|星期|礼拜)末", re.IGNORECASE)
-_LAST_WEEK = re.compile(r"\blast week\b|上(?:周|星期|礼拜)", re.IGNORECASE)
 _RELATIVE = (
     (re.compile(r"\bthe day before yesterday\b", re.IGNORECASE), 2),
     (re.compile(r"\byesterday\b", re.IGNORECASE), 1),
@@ -77,9 +73,6 @@ class Period:
     def holds(self, moment: datetime) -> bool:
         return self.start <= moment < self.end
 
-    def overlaps(self, other: Period) -> bool:
-        return self.start < other.end and other.start < self.end
-
 
 def zh_number(text: str) -> int:
     """`12`, `十二`, `二十一`, `三十` → the number."""
@@ -91,10 +84,9 @@ def zh_number(text: str) -> int:
     return (ZH_DIGITS[tens] if tens else 1) * 10 + (ZH_DIGITS[ones] if ones else 0)
 
 
-def _day(moment: datetime, day: date, days: int = 1) -> Period:
-    """`days` days from `day`, in the moment's time zone."""
+def _day(moment: datetime, day: date) -> Period:
     start = datetime.combine(day, time(0, 0), moment.tzinfo)
-    return Period(start, start + timedelta(days=days))
+    return Period(start, start + timedelta(days=1))
 
 
 def _calendar(moment: datetime, year: str | None, month: int, day: int) -> Period | None:
@@ -133,15 +125,11 @@ def _relative_period(text: str, moment: datetime) -> Period | None:
         return _day(moment, moment.date() - timedelta(days=days))
     if match := _LAST_WEEKDAY.search(text):
         return _weekday_before(moment, WEEKDAYS_EN.index(match[1].lower()))
-    # The previous calendar week (it starts on Monday): 上周五 is its Friday.
-    last_monday = moment.date() - timedelta(days=moment.weekday() + 7)
     if match := _ZH_LAST_WEEKDAY.search(text):
         weekday = 6 if match[1] == "天" else WEEKDAYS_ZH.index(match[1])
-        return _day(moment, last_monday + timedelta(days=weekday))
-    if _LAST_WEEKEND.search(text):
-        return _day(moment, last_monday + timedelta(days=5), days=2)
-    if _LAST_WEEK.search(text):
-        return _day(moment, last_monday, days=7)
+        # 上周五: Friday of the previous calendar week (the week starts on Monday).
+        monday = moment.date() - timedelta(days=moment.weekday() + 7)
+        return _day(moment, monday + timedelta(days=weekday))
     for pattern, days in _RELATIVE:
         if pattern.search(text):
             return _day(moment, moment.date() - timedelta(days=days))

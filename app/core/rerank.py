@@ -11,11 +11,9 @@ Policy:
   order stands and the caller flags it.
 - A hit must be evidence, not merely the nearest chunk (`evidence`): its margin over the
   query's median candidate (lifts aside), or a share of the query's terms, at the floors of
-  the caller (a turn, or recall asked for). A day the question names is a hint, not a wall:
-  chunks said on it (or whose words name it, as "yesterday" said the day after does) rank
-  higher and meet a lower floor, and when none was said then (history imported without
-  times) the rest still answer. So an unrelated archive yields no hit and, for a reference
-  question, the explicit no-match line.
+  the caller (a turn, or recall asked for); a question naming a day is answered from that
+  day only. So an unrelated archive yields no hit and, for a reference question, the explicit
+  no-match line.
 - Packing: best first, at most k items and B tokens; one item at most `per_chunk_tokens`,
   cut to the sentences around the best match of the query, with a marker naming the chunk;
   chunks wholly inside the window and repeated ids are skipped; the block lists the items in
@@ -31,7 +29,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from app.core.dates import Period, period_in
+from app.core.dates import Period
 from app.core.lexical import sentences, term_set
 from app.core.rewrite import RewrittenQuery
 
@@ -121,12 +119,8 @@ class Candidate:
     last_ts: datetime | None = None
 
     def said_within(self, period: Period) -> bool:
-        """Whether any of the chunk was said within `period`, or its words name a day within
-        it as of when they were said ("yesterday" in a chunk said the day after)."""
-        if self.first_ts < period.end and (self.last_ts or self.first_ts) >= period.start:
-            return True
-        named = period_in(self.raw_text, self.first_ts)
-        return named is not None and named.overlaps(period)
+        """Whether any of the chunk was said within `period`."""
+        return self.first_ts < period.end and (self.last_ts or self.first_ts) >= period.start
 
 
 @dataclass(frozen=True)
@@ -212,6 +206,13 @@ def judged(hits: Sequence[ScoredHit], scores: Sequence[float], floor: float) -> 
     return [hit for hit in reorder(hits[: len(scores)], scores) if hit.score >= floor]
 
 
+def said_on_the_day(hits: Sequence[ScoredHit], period: Period | None) -> list[ScoredHit]:
+    """A question that names a day is answered from that day only."""
+    if period is None:
+        return list(hits)
+    return [h for h in hits if h.candidate.said_within(period)]
+
+
 @dataclass(frozen=True)
 class EvidenceRules:
     min_margin: float
@@ -219,13 +220,6 @@ class EvidenceRules:
     words_only: bool = False  # no vector scores at all
     entities: bool = False  # an entity of the query found verbatim is evidence on its own
     period: Period | None = None  # the day the question names
-    period_min_margin: float | None = None  # the floor of a hit said then (None: min_margin)
-
-    def margin_floor(self, hit: ScoredHit) -> float:
-        on_the_day = self.period is not None and hit.candidate.said_within(self.period)
-        if on_the_day and self.period_min_margin is not None:
-            return self.period_min_margin
-        return self.min_margin
 
 
 def evidence(hits: Sequence[ScoredHit], rules: EvidenceRules, *, gated: bool) -> list[ScoredHit]:
@@ -235,16 +229,18 @@ def evidence(hits: Sequence[ScoredHit], rules: EvidenceRules, *, gated: bool) ->
     embedder's similarities are compressed and shift from query to query. `words_only` (no
     vectors: the embedder down, busy, or of another model than the archive's): the terms, or
     an entity of the query verbatim; `entities`: such an entity counts with vectors too (recall
-    asked for by name: "Zorblax"). A hit said on the day the question names meets
-    `period_min_margin`; the others are still judged by `min_margin`. Ungated (asked for, a reference word, `force`) the best hits are returned whenever
+    asked for by name: "Zorblax"). A question that names a day is answered from that day
+    only. Ungated (asked for, a reference word, `force`) the best hits are returned whenever
     one is evidence, nothing otherwise; gated (automatic) only the hits that are evidence
     themselves."""
+    hits = said_on_the_day(hits, rules.period)
+
     def holds(hit: ScoredHit) -> bool:
         worded = (hit.candidate.lexical_score or 0) >= rules.min_share > 0
         named = (rules.entities or rules.words_only) and hit.entity_matches > 0
         if rules.words_only:
             return worded or named
-        return worded or named or hit.margin >= rules.margin_floor(hit)
+        return worded or named or hit.margin >= rules.min_margin
 
     if not any(holds(h) for h in hits):
         return []

@@ -324,9 +324,10 @@ async def _ranked_evidence(
     floors step in only when it fails; otherwise the floors decide and it reorders."""
     floor = ctx.settings.reranker.judge_floor
     if ctx.reranker is not None and floor is not None:
-        scores = await _reranker_scores(ctx, query, hits) if hits else []
+        candidates = rerank.said_on_the_day(hits, rules.period)
+        scores = await _reranker_scores(ctx, query, candidates) if candidates else []
         if scores is not None:
-            return rerank.judged(hits, scores, floor), None
+            return rerank.judged(candidates, scores, floor), None
         return rerank.evidence(hits, rules, gated=gated), RERANKER_FAILED
     hits = rerank.evidence(hits, rules, gated=gated)
     if ctx.reranker is None or not hits:
@@ -358,12 +359,12 @@ def evidence_rules(
     settings: RecallSettings, query: RewrittenQuery, hits: Sequence[ScoredHit], *, asked: bool
 ) -> EvidenceRules:
     """The floors of the caller: a turn's (`auto_*`), or recall asked for (`asked_*`, where a
-    hit said on the day the question names has a floor of its own and a verbatim entity
-    counts)."""
+    named day has a floor of its own and a verbatim entity counts)."""
     margin = settings.asked_min_margin if asked else settings.auto_min_margin
+    if asked and query.period is not None:
+        margin = settings.asked_period_min_margin
     return EvidenceRules(
         min_margin=margin,
-        period_min_margin=settings.asked_period_min_margin if asked else None,
         min_share=settings.asked_min_share if asked else settings.auto_min_share,
         words_only=all(h.candidate.vector_score is None for h in hits),
         entities=asked,
