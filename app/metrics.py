@@ -33,7 +33,8 @@ INJECTED_TOKENS = Histogram(
 )
 RECALL_OUTCOMES = Counter(
     "ebbtide_recall_outcomes_total",
-    "Recall per turn: hit, miss (searched, nothing injected), skipped, fallback.",
+    "Recall per turn: hit, pointed (pointers only), miss (searched, nothing injected), "
+    "skipped, fallback.",
     ["outcome"],
 )
 FINAL_K = Histogram(
@@ -116,6 +117,14 @@ RECALL_PENDING = Counter(
     "ebbtide_recall_pending_chunks_total",
     "Chunks a search found waiting for vectors, so searched by their words only.",
 )
+RECALL_INLINE_EMBEDDED = Counter(
+    "ebbtide_recall_inline_embedded_chunks_total",
+    "Queued chunks of the asking session a recall embedded itself before searching.",
+)
+EMBEDDING_BATCH_SIZE = Gauge(
+    "ebbtide_embedding_batch_size_chunks",
+    "The worker's current batch size: halved after a batch that failed or ran long.",
+)
 QUERY_CACHE = Counter(
     "ebbtide_query_vector_cache_total", "Query vectors asked of the cache, by outcome.", ["outcome"]
 )
@@ -135,6 +144,7 @@ STAGES = {
     "embed": "embed",
     "recall_rewrite": "rewrite",
     "recall_embed": "embed",
+    "recall_embed_queued": "embed",
     "recall_search": "search",
     "recall_rerank": "rerank",
     "notes": "notes",
@@ -145,12 +155,15 @@ STAGES = {
 
 
 def recall_outcome(recall: TurnRecallSummary) -> str:
-    """A degraded search first: it may also end skipped (its evidence already held)."""
+    """A degraded search first: it may also end skipped (its evidence already held). A turn
+    given pointers but no evidence is `pointed`."""
     if recall.fallback:
         return "fallback"
     if recall.skipped_reason:
         return "skipped"
-    return "hit" if recall.hits else "miss"
+    if recall.hits:
+        return "hit"
+    return "pointed" if recall.pointers else "miss"
 
 
 def stage_seconds(timings_ms: Mapping[str, float]) -> dict[str, float]:

@@ -14,6 +14,8 @@ from typing import Literal
 from pydantic import AliasChoices, BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.core.confidence import ConfidenceWeights
+
 
 class BudgetSettings(BaseModel):
     """Watermark policy (docs/DESIGN.md §2). The budget is C − r; R, the recall share, is
@@ -189,9 +191,54 @@ class RerankerSettings(BaseModel):
         return self.min_score
 
 
+class ConfidenceSettings(BaseModel):
+    """Recall's confidence model (app/core/confidence.py): a logistic over a hit's margin,
+    lead, similarity and rank. The defaults are the fit for the packaged e5 embedder on the
+    dev halves of both evaluation sets (`scripts/calibrate_confidence.py`, docs/RECALL.md);
+    another embedder needs its own."""
+
+    bias: float = -9.331
+    margin: float = 12.278
+    lead: float = 35.934
+    similarity: float = 5.44
+    inverse_rank: float = 2.621
+    words_only_similarity: float = Field(
+        0.81, description="The cosine a chunk found by its words alone is scored with."
+    )
+    fitted_for: str = Field(
+        "multilingual-e5-small-q4",
+        description="The embedder the weights were fitted on; with another, the similarity "
+        "weight is left out (its cosines are on another scale) until it is fitted.",
+    )
+
+    def weights(self) -> ConfidenceWeights:
+        return ConfidenceWeights(**self.model_dump(exclude={"fitted_for"}))
+
+    def fits(self, embedder_model: str) -> bool:
+        return embedder_model == self.fitted_for
+
+    def weights_for(self, embedder_model: str) -> ConfidenceWeights:
+        weights = self.weights()
+        return weights if self.fits(embedder_model) else weights.without_similarity()
+
+
 class RecallSettings(BaseModel):
     """Recall (docs/DESIGN.md §4): candidates, fusion, budget."""
 
+    inline_embed_chunks: int = Field(
+        8,
+        ge=0,
+        le=1000,
+        description="A recall that meets chunks of its own session still queued embeds up to "
+        "this many of them itself before searching (0: never; the worker still takes the "
+        "session's chunks ahead of the line).",
+    )
+    inline_embed_timeout_s: float = Field(
+        2.0,
+        gt=0,
+        description="How long a recall waits for those vectors; past it the chunks are found "
+        "by their words.",
+    )
     candidates: int = Field(30, ge=1, le=500, description="R: vector and lexical top-R each.")
     top_k: int = Field(5, ge=1, le=50)
     emergency_top_k: int = Field(3, ge=1, le=50)
@@ -226,6 +273,50 @@ class RecallSettings(BaseModel):
     asked_min_margin: float = Field(
         0.02,
         description="POST /recall and the memory tool: below this for every hit, no match.",
+    )
+    asked_min_confidence: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="POST /recall and the memory tool: a hit's margin counts as evidence only "
+        "at this confidence or more (its terms or a verbatim entity still count alone).",
+    )
+    confidence: ConfidenceSettings = ConfidenceSettings()
+    # What a turn injects (app/core/injection.py): floors on the calibrated confidence, by
+    # what the turn asks of the past; calibrated on the dev halves (docs/RECALL.md).
+    auto_asked_confidence: float = Field(
+        0.5, ge=0, le=1, description="A turn that asks a question: evidence from here."
+    )
+    auto_referenced_confidence: float = Field(
+        0.3,
+        ge=0,
+        le=1,
+        description='A turn that refers to what was said ("the code word I told you") or '
+        "recall `force`: evidence from here.",
+    )
+    auto_unasked_confidence: float = Field(
+        0.9,
+        ge=0,
+        le=1,
+        description="A turn that asks nothing of the past: evidence only this strong.",
+    )
+    pointer_confidence: float = Field(
+        0.2,
+        ge=0,
+        le=1,
+        description="A question's hits below its evidence floor but at this or more are given "
+        "as one-line pointers (chunk id, turns, a gist).",
+    )
+    max_pointers: int = Field(3, ge=0, le=20, description="Pointers per turn at most.")
+    pointer_gist_tokens: int = Field(
+        24, ge=4, description="A pointer's gist: the chunk's own words, cut to this."
+    )
+    max_seen_overlap: float = Field(
+        0.85,
+        ge=0,
+        le=1,
+        description="A hit with this share of its content terms already in the prompt (window, "
+        "notes, held blocks) is a near-duplicate: not injected.",
     )
     asked_period_min_margin: float = Field(
         0.005,

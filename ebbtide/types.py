@@ -44,8 +44,11 @@ class OffloadReport(_Answer):
 
 class RecallHit(_Answer):
     chunk_id: str
+    rank: int  # 1: the query's best hit
     score: float
-    confidence: float
+    confidence: float  # in [0, 1]: how likely the hit holds what was asked
+    margin: float
+    lead: float
     vector_score: float | None
     lexical_score: float | None
     turn_range: list[int]
@@ -67,6 +70,10 @@ class RecallReport(_Answer):
     held_tokens: int
     cleared_held: bool
     pending_chunks: int = 0
+    need: str | None = None  # "unasked", "asked", "referenced"
+    pointers: list[RecallHit] = []  # given as one-line pointers, counted apart from hits
+    pointer_tokens: int = 0
+    repeated: int = 0  # hits left out: the prompt already holds what they say
 
 
 class Fact(_Answer):

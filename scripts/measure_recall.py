@@ -54,7 +54,7 @@ async def main(window: int, turns: int, seeds: list[int]) -> None:
     admin = start_embedded(Path(tempfile.mkdtemp(prefix="ebbtide-measure-")), database="postgres")
     print(f"window {window}, {turns} turns, seeds {seeds}\n")
     print(
-        "| embedder | Recall@1 | Recall@5 | embed p50/p95 ms | search p50/p95 ms "
+        "| embedder | Recall@1 | in prompt (block or notes) | embed p50/p95 ms | search p50/p95 ms "
         "| rerank+pack p50/p95 ms | injected tokens p50 |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- |")
@@ -67,7 +67,7 @@ async def main(window: int, turns: int, seeds: list[int]) -> None:
         cells = ["{p50:.1f} / {p95:.1f}".format(**percentiles(v)) for v in stages.values()]
         print(
             f"| {kind} | {sum(r.top1 for r in results) / len(results):.2f} "
-            f"| {sum(r.in_block for r in results) / len(results):.2f} | {' | '.join(cells)} "
+            f"| {sum(r.in_prompt for r in results) / len(results):.2f} | {' | '.join(cells)} "
             f"| {statistics.median(r.injected_tokens for r in results):.0f} |"
         )
 

@@ -286,11 +286,18 @@ class OffloadReport(_View):
 
 class RecallHit(_View):
     chunk_id: str
+    rank: int = Field(description="1 for the best hit of the query, then 2, 3, …")
     score: float = Field(description="The fused score that ranks the hits of one query.")
     confidence: float = Field(
-        description="The score's lead over the median candidate of the same query: above "
-        "the asked-for floor the hit counts as evidence (docs/RECALL.md)."
+        ge=0,
+        le=1,
+        description="How likely the hit holds what was asked: of the hits at this confidence "
+        "on the evaluation sets' dev halves, about this share held evidence (docs/RECALL.md).",
     )
+    margin: float = Field(
+        description="What the chunk says scores above the query's median candidate."
+    )
+    lead: float = Field(description="… and above the next candidate's.")
     vector_score: float | None = Field(
         description="Cosine of the chunk's best unit with the query (None: found by words only)."
     )
@@ -305,7 +312,10 @@ class RecallReport(_View):
     mode: Literal["auto", "off", "force"]
     query_raw: str | None
     query_rewritten: str | None
-    hits: list[RecallHit] = Field(description="Injected chunks, in time order.")
+    hits: list[RecallHit] = Field(
+        description="Injected chunks, in time order (as the block lists them); `rank` orders "
+        "them best first."
+    )
     final_k: int
     injected_tokens: int
     no_match: bool = Field(description="The explicit no-match line was injected.")
@@ -322,6 +332,23 @@ class RecallReport(_View):
         0,
         description="Chunks of the session still in the embedding queue when it searched: "
         "found by their words only until their vectors are written.",
+    )
+    need: Literal["unasked", "asked", "referenced"] | None = Field(
+        None,
+        description="What the turn asked of the past: nothing (evidence only when strong), a "
+        "question, or a reference to what was said (a lower floor). Null: not judged (no "
+        "search, or an external reranker judged).",
+    )
+    pointers: list[RecallHit] = Field(
+        default_factory=list,
+        description="Chunks given as one-line pointers (id, turns, a short gist) below the "
+        "evidence, best first: counted apart from `hits`.",
+    )
+    pointer_tokens: int = Field(0, description="Tokens of the pointer lines.")
+    repeated: int = Field(
+        0,
+        description="Hits left out because the prompt already holds what they say (window, "
+        "notes or a held block).",
     )
 
 
@@ -356,7 +383,7 @@ class RecallResult(RecallHit):
 class RecallResponse(_View):
     query: str
     query_rewritten: str
-    results: list[RecallResult] = Field(description="In time order; empty means no match.")
+    results: list[RecallResult] = Field(description="Best first; empty means no match.")
     no_match: bool
     message: str | None = Field(description='"no match" when nothing was found.')
     already_in_context: list[str] = Field(

@@ -50,9 +50,11 @@ templates.env.filters["score"] = lambda value: "–" if value is None else f"{va
 # is "found"; these say whether it reached the prompt and, if not, what stopped it).
 OUTCOME_WORDS = {
     CandidateOutcome.INJECTED: "in the prompt: injected this turn",
+    CandidateOutcome.POINTED: "pointed to: a one-line pointer this turn, not its text",
+    CandidateOutcome.REPEATED: "left out: the prompt already holds what it says",
     CandidateOutcome.HELD: "in the prompt: a block held from an earlier turn quotes it",
     CandidateOutcome.IN_WINDOW: "in the prompt: its turns are still in the window",
-    CandidateOutcome.NOT_EVIDENCE: "found, not in the top k: below the evidence floors",
+    CandidateOutcome.NOT_EVIDENCE: "found, not in the top k: below the confidence floors",
     CandidateOutcome.OFF_THE_DAY: "found, not in the top k: not said on the day asked about",
     CandidateOutcome.BEYOND_TOP_K: "found, not in the top k: k better items came first",
     CandidateOutcome.NO_ROOM: "found, not in the top k: no room left in the recall budget",

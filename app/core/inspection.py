@@ -224,6 +224,7 @@ def _candidate(item: dict[str, Any]) -> CandidateTrace | None:
             fused_score=float(item["fused_score"]),
             margin=float(item["margin"]),
             outcome=CandidateOutcome(item["outcome"]),
+            confidence=float(item.get("confidence", 0.0)),
         )
     except (KeyError, TypeError, ValueError, IndexError):
         return None  # not an entry this version wrote

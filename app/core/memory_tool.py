@@ -52,8 +52,9 @@ SCOPE_OF = {
 }
 
 RESULT_FORMAT = (
-    "recall returns items, oldest first, each headed `[ts | turn a-b | chunk_id]` and followed "
-    "by the raw text (cut to a per-item cap, marked when cut)."
+    "recall returns items best first, each headed `#rank (confidence p) [ts | turn a-b | "
+    "chunk_id]` and followed by the raw text (cut to a per-item cap, marked when cut); p near 1: "
+    "it very likely holds the answer, below 0.3: likely not."
 )
 NO_MATCH = (
     '"no match" means nothing stored answers the query. Do not guess or invent the detail: '
@@ -308,7 +309,10 @@ def _iso_seconds(moment: datetime) -> str:
 
 
 def recall_text(result: RecallResult) -> str:
+    """The results best first, each headed by its rank and confidence, then where it came
+    from (`[ts | turn a-b | chunk_id]`)."""
     items = [
+        f"#{r.rank} (confidence {r.confidence:.2f}) "
         f"{header(_iso_seconds(r.ts), r.turn_range[0], r.turn_range[1], r.chunk_id)}\n{r.text}"
         for r in result.results
     ]

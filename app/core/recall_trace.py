@@ -24,6 +24,8 @@ from app.core.rerank import ScoredHit, in_window
 
 class CandidateOutcome(StrEnum):
     INJECTED = "injected"  # in this turn's block
+    POINTED = "pointed"  # in this turn's block as a one-line pointer (core.injection)
+    REPEATED = "repeated"  # the prompt already holds its content terms (core.injection)
     HELD = "held"  # a block the window holds already quotes it
     IN_WINDOW = "in_window"  # its messages are still in the window
     NOT_EVIDENCE = "not_evidence"  # below the evidence floors (or judged out by a reranker)
@@ -40,8 +42,9 @@ class CandidateTrace:
     similarity: float | None  # that unit's plain cosine with the query
     lexical_score: float | None  # IDF-weighted share of the query's terms present
     fused_score: float  # what ranked it (lifts for a named day or speaker included)
-    margin: float  # its lead over the query's median candidate: what evidence is judged by
+    margin: float  # its lead over the query's median candidate
     outcome: CandidateOutcome
+    confidence: float = 0.0  # what evidence is judged by (core.confidence); 0: traced before
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,8 @@ class RecallDecisions:
     window_seqs: Collection[int]
     top_k: int
     period: Period | None = None
+    pointed: Collection[str] = ()
+    repeated: Collection[str] = ()
 
 
 def trace_candidates(
@@ -82,6 +87,10 @@ def _outcomes(fused: Sequence[ScoredHit], d: RecallDecisions) -> dict[str, Candi
         chunk_id = hit.candidate.chunk_id
         if chunk_id in d.injected:
             outcome = CandidateOutcome.INJECTED
+        elif chunk_id in d.pointed:
+            outcome = CandidateOutcome.POINTED
+        elif chunk_id in d.repeated:
+            outcome = CandidateOutcome.REPEATED
         elif chunk_id in d.held:
             outcome = CandidateOutcome.HELD
         elif chunk_id not in evidence:
@@ -108,6 +117,7 @@ def _trace(hit: ScoredHit, outcome: CandidateOutcome) -> CandidateTrace:
         fused_score=round(hit.score, 6),
         margin=round(hit.margin, 6),
         outcome=outcome,
+        confidence=round(hit.confidence, 4),
     )
 
 

@@ -29,6 +29,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from app.core.confidence import ConfidenceWeights, HitFeatures, confidence
 from app.core.dates import Period
 from app.core.lexical import sentences, term_set
 from app.core.rewrite import RewrittenQuery
@@ -128,7 +129,10 @@ class ScoredHit:
     candidate: Candidate
     score: float
     entity_matches: int
-    margin: float = 0.0  # the score's lead over the median candidate of the same query
+    margin: float = 0.0  # what the chunk says scores above the query's median candidate
+    lead: float = 0.0  # … and above the next candidate's
+    rank: int = 0  # 1-based, in the fused order (0: not ranked yet)
+    confidence: float = 0.0  # how likely it holds what the query asks (`core.confidence`)
 
 
 @dataclass(frozen=True)
@@ -171,11 +175,15 @@ class FusionWeights:
 
 
 def fuse(
-    candidates: Sequence[Candidate], query: RewrittenQuery, weights: FusionWeights
+    candidates: Sequence[Candidate],
+    query: RewrittenQuery,
+    weights: FusionWeights,
+    calibration: ConfidenceWeights,
 ) -> list[ScoredHit]:
-    """Candidates by fused score, best first; each chunk once. A chunk only the lexical
-    channel found starts from the weakest vector candidate's score (0 with no vectors), so
-    exact matches can lift it, but words alone never outrank what the question means."""
+    """Candidates by fused score, best first; each chunk once, with its margin over the
+    median candidate and its calibrated confidence. A chunk only the lexical channel found
+    starts from the weakest vector candidate's score (0 with no vectors), so exact matches
+    can lift it, but words alone never outrank what the question means."""
     unique = list({c.chunk_id: c for c in candidates}.values())
     floor = min((c.vector_score for c in unique if c.vector_score is not None), default=0.0)
     newest = max((c.turn_end for c in unique), default=1) or 1
@@ -190,7 +198,25 @@ def fuse(
         hits.append(ScoredHit(candidate, score + candidate.lift, matches))
     hits.sort(key=lambda hit: (-hit.score, hit.candidate.chunk_id))
     median = statistics.median(content.values()) if hits else 0.0
-    return [replace(h, margin=content[h.candidate.chunk_id] - median) for h in hits]
+    said = [content[h.candidate.chunk_id] for h in hits]
+    return [
+        _calibrated(hit, rank, said[rank - 1] - median, _lead(said, rank), calibration)
+        for rank, hit in enumerate(hits, start=1)
+    ]
+
+
+def _lead(said: Sequence[float], rank: int) -> float:
+    """What the hit at `rank` says scores above the next one's (0 for the last)."""
+    return said[rank - 1] - said[rank] if rank < len(said) else 0.0
+
+
+def _calibrated(
+    hit: ScoredHit, rank: int, margin: float, lead: float, calibration: ConfidenceWeights
+) -> ScoredHit:
+    features = HitFeatures(margin, lead, hit.candidate.similarity, rank)
+    return replace(
+        hit, margin=margin, lead=lead, rank=rank, confidence=confidence(calibration, features)
+    )
 
 
 def reorder(hits: Sequence[ScoredHit], scores: Sequence[float]) -> list[ScoredHit]:
@@ -217,6 +243,7 @@ def said_on_the_day(hits: Sequence[ScoredHit], period: Period | None) -> list[Sc
 class EvidenceRules:
     min_margin: float
     min_share: float
+    min_confidence: float = 0.0  # with vectors, a hit below this is no evidence by its scores
     words_only: bool = False  # no vector scores at all
     entities: bool = False  # an entity of the query found verbatim is evidence on its own
     period: Period | None = None  # the day the question names
@@ -232,7 +259,8 @@ def evidence(hits: Sequence[ScoredHit], rules: EvidenceRules, *, gated: bool) ->
     asked for by name: "Zorblax"). A question that names a day is answered from that day
     only. Ungated (asked for, a reference word, `force`) the best hits are returned whenever
     one is evidence, nothing otherwise; gated (automatic) only the hits that are evidence
-    themselves."""
+    themselves. A margin holds only with a calibrated confidence of `min_confidence` or more
+    (a topic never discussed still has a nearest chunk, and one that leads the median)."""
     hits = said_on_the_day(hits, rules.period)
 
     def holds(hit: ScoredHit) -> bool:
@@ -240,7 +268,8 @@ def evidence(hits: Sequence[ScoredHit], rules: EvidenceRules, *, gated: bool) ->
         named = (rules.entities or rules.words_only) and hit.entity_matches > 0
         if rules.words_only:
             return worded or named
-        return worded or named or hit.margin >= rules.min_margin
+        scored = hit.margin >= rules.min_margin and hit.confidence >= rules.min_confidence
+        return worded or named or scored
 
     if not any(holds(h) for h in hits):
         return []

@@ -62,16 +62,20 @@ class RecalledChunk:
 
     chunk_id: str
     score: float
-    confidence: float  # the score's lead over the query's median candidate (see core.rerank)
+    confidence: float  # in [0, 1]: how likely it holds what was asked (core.confidence)
     vector_score: float | None
     lexical_score: float | None
     turn_range: TurnRange
     ts: datetime
     tokens: int
     truncated: bool
+    # Defaults: answers stored for replays before hits were ranked.
+    rank: int = 0  # 1-based, best first among the query's candidates
+    margin: float = 0.0  # what it says scores above the query's median candidate (core.rerank)
+    lead: float = 0.0  # … and above the next candidate's
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RecalledText(RecalledChunk):
     text: str  # the raw chunk text, cut to the per-item cap
 
@@ -81,7 +85,7 @@ class TurnRecallSummary:
     mode: RecallMode
     query_raw: str | None
     query_rewritten: str | None
-    hits: tuple[RecalledChunk, ...]  # injected, in time order
+    hits: tuple[RecalledChunk, ...]  # injected, in time order (the block's), each with its rank
     injected_tokens: int
     no_match: bool  # the explicit no-match line was injected
     skipped_reason: str | None
@@ -92,6 +96,13 @@ class TurnRecallSummary:
     cleared_held: bool = False
     # Chunks the search found with no vectors yet (in the embedding queue): words only.
     pending_chunks: int = 0
+    # What the turn asked of the past ("unasked", "asked", "referenced"; None: not judged),
+    # the one-line pointers of its block (best first) and their tokens, and the hits left
+    # out as near-duplicates of the prompt (core.injection).
+    need: str | None = None
+    pointers: tuple[RecalledChunk, ...] = ()
+    pointer_tokens: int = 0
+    repeated: int = 0
 
     @property
     def final_k(self) -> int:
@@ -155,7 +166,7 @@ class TurnResult:
 class RecallResult:
     query: str
     query_rewritten: str
-    results: tuple[RecalledText, ...]  # in time order; empty means no match
+    results: tuple[RecalledText, ...]  # best first; empty means no match
     message: str | None  # "no match …" when nothing was found
     already_in_context: tuple[str, ...]  # matching chunks the latest turn already injected
     fallback: str | None

@@ -22,14 +22,15 @@ from app.core.dates import Period, period_in
 from app.core.lexical import distinct_terms, sentences
 
 REFERENCE_CUES_ZH = tuple(
-    "刚才 刚刚 之前 以前 上次 上回 那个 那份 那条 那家 那次 那些 前面 上面 先前 早先 "
-    "第一个 第二个 第三个 最后一个 提到的 说过 说的 讲的 定的 聊的".split()
+    "刚才 刚刚 之前 以前 上次 上回 那个 那份 那条 那家 那次 那些 前面 先前 早先 "
+    "第一个 第二个 第三个 最后一个 提到的 说过 说的 讲的 定的 聊的 告诉你的 告诉过你 一开始".split()
 )
 _RECALL_VERBS = "discussed|mentioned|agreed|decided|picked|chose|said|talked|set|suggested|proposed"
 # Cue phrases: removed from the query before searching.
 _CUES_EN = (
     r"earlier|before|previous(?:ly)?|last time|as (?:i|we) said|remind me"
-    r"|the (?:first|second|third|last|other) one"
+    r"|the (?:first|second|third|last|other) one|at the (?:start|beginning)"
+    r"|(?:i|we) (?:told|gave|sent|showed) you|you (?:told|gave|sent|showed) (?:me|us)"
     r"|(?:we|you|i) (?:discussed|mentioned|agreed(?: on)?|talked about|decided(?: on)?|said|set"
     r"|picked|chose)"
 )

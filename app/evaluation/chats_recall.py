@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from app.core.messages import Message
-from app.core.results import TurnResult
+from app.core.results import RecallResult, TurnResult
 from app.evaluation.flat import FlatIndex
 from app.evaluation.hard_recall import RECALL_DEPTH, recall_top, share_of, share_within
 from app.evaluation.hard_set import LANGUAGES
@@ -31,6 +31,8 @@ from app.evaluation.scenarios import post
 from app.services.context import ServiceContext
 
 Progress = Callable[[int], None]
+# Hears every archived question's recall results and the texts of its evidence (calibration).
+ChatRecallSeen = Callable[[ChatQuestion, str, RecallResult, Sequence[str]], None]
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,9 @@ async def _ingest(ctx: ServiceContext, session: str, chat: LongChat, window: int
     return last
 
 
-async def run_chat(ctx: ServiceContext, chat: LongChat, window: int) -> list[ChatOutcome]:
+async def run_chat(
+    ctx: ServiceContext, chat: LongChat, window: int, seen: ChatRecallSeen = lambda *_: None
+) -> list[ChatOutcome]:
     session = f"chats-{chat.id}-{uuid.uuid4().hex[:6]}"
     last = await _ingest(ctx, session, chat, window)
     in_window = "\n".join(str(m.get("content") or "") for m in last.messages)
@@ -107,15 +111,18 @@ async def run_chat(ctx: ServiceContext, chat: LongChat, window: int) -> list[Cha
     outcomes = []
     for question in chat.questions:
         result = await recall_top(ctx, session, question.text, chat.asked_at)
-        ranked = [r.text for r in sorted(result.results, key=lambda r: -r.score)]
+        ranked = [r.text for r in result.results]  # best first
         any_rank, all_rank = evidence_ranks(question, ranked, said)
         flat_ranked = await flat.ranked(ctx.embedder, question.text)
         flat_any, flat_all = evidence_ranks(question, flat_ranked, said)
+        archived = not any(said[i] in in_window for i in question.evidence)
+        if archived:
+            seen(question, chat.language, result, [said[i] for i in question.evidence])
         outcomes.append(
             ChatOutcome(
                 question=question,
                 language=chat.language,
-                archived=not any(said[i] in in_window for i in question.evidence),
+                archived=archived,
                 any_rank=any_rank,
                 all_rank=all_rank,
                 flat_any_rank=flat_any,
@@ -127,13 +134,16 @@ async def run_chat(ctx: ServiceContext, chat: LongChat, window: int) -> list[Cha
 
 
 async def run_chats(
-    ctx: ServiceContext, config: ChatsConfig, progress: Progress = lambda _: None
+    ctx: ServiceContext,
+    config: ChatsConfig,
+    progress: Progress = lambda _: None,
+    seen: ChatRecallSeen = lambda *_: None,
 ) -> list[ChatOutcome]:
     outcomes: list[ChatOutcome] = []
     for chat in all_chats(config.seed):
         if config.chats and chat.id not in config.chats:
             continue
-        outcomes += await run_chat(ctx, chat, config.window)
+        outcomes += await run_chat(ctx, chat, config.window, seen)
         progress(1)
     return outcomes
 

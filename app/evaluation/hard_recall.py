@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from app.core.injection import POINTERS_HEADER
 from app.core.messages import Message
 from app.core.ports import Embedder
 from app.core.results import RecallResult, TurnResult
@@ -45,6 +46,8 @@ from app.store.models import DEFAULT_TENANT
 
 RECALL_DEPTH = 10
 Progress = Callable[[int], None]
+# Hears every question's (`twin` False) and twin's recall results, as asked (the calibration).
+HardRecallSeen = Callable[[HardNeedle, bool, RecallResult], None]
 
 
 @dataclass(frozen=True)
@@ -72,9 +75,17 @@ class QuestionOutcome:
     confidence: float | None
     twin_answered: bool  # the twin got results
     twin_confidence: float | None
-    in_prompt: bool
+    in_prompt: bool  # as evidence: the answers in the prompt, pointer lines left out
     twin_injected: bool
     references_measured: bool = False
+    # The question's turn named a chunk holding the answers in a one-line pointer (judged by
+    # the recall results' texts: a pointer to a chunk past the top 10 does not count), and the
+    # twin's turn gave pointers at all; the tokens of the question turn's block, and of its
+    # pointer lines.
+    pointed: bool = False
+    twin_pointed: bool = False
+    block_tokens: int = 0
+    pointer_tokens: int = 0
     ceiling_rank: int | None = None  # the embedder alone (None: below 10, or not measured)
     flat_rank: int | None = None  # the flat hybrid baseline (None: below 10, or not measured)
 
@@ -117,7 +128,7 @@ def covered_at(answers: Sequence[str], texts: Sequence[str]) -> int | None:
 
 
 def _ranked_texts(result: RecallResult) -> list[str]:
-    return [r.text for r in sorted(result.results, key=lambda r: -r.score)]
+    return [r.text for r in result.results]  # best first
 
 
 def _top_confidence(result: RecallResult) -> float | None:
@@ -153,7 +164,15 @@ async def recall_top(
 
 
 def _prompt_before_question(result: TurnResult) -> str:
-    return "\n".join(str(m.get("content") or "") for m in result.messages[:-1])
+    """What the prompt shows before the question, pointer lines left out (they name a chunk,
+    a gist of it is no evidence)."""
+    texts = [str(m.get("content") or "").split(POINTERS_HEADER)[0] for m in result.messages[:-1]]
+    return "\n".join(texts)
+
+
+def _points_at_answer(turn: TurnResult, found: RecallResult, answer: Sequence[str]) -> bool:
+    holding = {r.chunk_id for r in found.results if all(a in r.text for a in answer)}
+    return any(p.chunk_id in holding for p in turn.recall.pointers)
 
 
 async def _ask_turns(
@@ -188,9 +207,10 @@ async def run_conversation(
     window: int,
     seed: int,
     prefix: PrefixTracker,
+    seen: HardRecallSeen = lambda *_: None,
 ) -> tuple[list[QuestionOutcome], list[float]]:
     """The conversation's turns, then a search and a turn per question and twin; `prefix`
-    follows every turn's prompt."""
+    follows every turn's prompt, `seen` hears of every search."""
     session = f"{chat.session}-{pressure:g}x-{uuid.uuid4().hex[:6]}"
     last = await _ingest(ctx, session, chat, window, prefix)
     recalled: dict[tuple[str, bool], RecallResult] = {}
@@ -200,6 +220,8 @@ async def run_conversation(
             text = needle.twin if twin else needle.question
             result = await recall_top(ctx, session, text, chat.asked_at)
             recalled[(needle.id, twin)] = result
+            if not _in_window(last, needle):
+                seen(needle, twin, result)
             search_ms.append(result.timings_ms.get("search", 0.0))
     turns = await _ask_turns(ctx, session, chat, window, seed, prefix)
     outcomes = []
@@ -218,6 +240,10 @@ async def run_conversation(
                 twin_confidence=_top_confidence(twin_asked),
                 in_prompt=all(a in _prompt_before_question(asked_turn) for a in needle.answer),
                 twin_injected=bool(twin_turn.recall.hits),  # this turn's block, not held ones
+                pointed=_points_at_answer(asked_turn, asked, needle.answer),
+                twin_pointed=bool(twin_turn.recall.pointers),
+                block_tokens=asked_turn.recall.injected_tokens,
+                pointer_tokens=asked_turn.recall.pointer_tokens,
             )
         )
     return outcomes, search_ms
@@ -265,6 +291,7 @@ async def run_pressure(
     *,
     with_references: bool,
     progress: Progress = lambda _: None,
+    seen: HardRecallSeen = lambda *_: None,
 ) -> PressureRun:
     chats = conversations(
         window=config.window, pressure=pressure, count=ctx.counter.count, seed=config.seed
@@ -273,7 +300,7 @@ async def run_pressure(
     for chat in chats:
         prefix = PrefixTracker(ctx.counter.count)
         outcomes, search_ms = await run_conversation(
-            ctx, chat, pressure, config.window, config.seed, prefix
+            ctx, chat, pressure, config.window, config.seed, prefix, seen
         )
         run.steady_prefix += prefix.steady
         run.offload_prefix += prefix.offload
@@ -311,8 +338,16 @@ class HardRow:
     flat_at_10: float | None
     answered: float  # questions that got results at all
     twin_no_match: float  # twins told "no match" by recall
-    in_prompt: float
+    in_prompt: float  # as evidence
     false_injection: float  # twins that got recalled items injected by the turn
+    pointed: float = 0.0  # not in the prompt, but a pointer names a chunk holding it
+    false_pointer: float = 0.0  # twins given pointers
+    block_tokens: float = 0.0  # the question turns' blocks, on average (pointers included)
+    pointer_tokens: float = 0.0
+
+    @property
+    def evidence_or_pointer(self) -> float:
+        return round(self.in_prompt + self.pointed, 3)
 
 
 def share_of(values: Sequence[bool]) -> float | None:
@@ -346,7 +381,15 @@ def row(group: str, outcomes: Sequence[QuestionOutcome]) -> HardRow:
         twin_no_match=share_of([not o.twin_answered for o in outcomes]) or 0.0,
         in_prompt=share_of([o.in_prompt for o in outcomes]) or 0.0,
         false_injection=share_of([o.twin_injected for o in outcomes]) or 0.0,
+        pointed=share_of([o.pointed and not o.in_prompt for o in outcomes]) or 0.0,
+        false_pointer=share_of([o.twin_pointed for o in outcomes]) or 0.0,
+        block_tokens=_mean([o.block_tokens for o in outcomes]),
+        pointer_tokens=_mean([o.pointer_tokens for o in outcomes]),
     )
+
+
+def _mean(values: Sequence[int]) -> float:
+    return round(sum(values) / len(values), 1) if values else 0.0
 
 
 def _group(outcome: QuestionOutcome) -> tuple[str, ...]:
@@ -377,8 +420,10 @@ def markdown(pressure: float, table: Sequence[HardRow]) -> str:
         f"pressure {pressure:g}×",
         "",
         "| group | n | archived | R@1 | R@5 | R@10 | flat R@5 | flat R@10 | ceiling R@5 "
-        "| answered | twin no-match | in prompt | false injection |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| answered | twin no-match | in prompt | + pointer | false injection | false pointer "
+        "| block tokens | pointer tokens |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
+        "| --- | --- | --- |",
     ]
     for r in table:
         lines.append(
@@ -386,6 +431,7 @@ def markdown(pressure: float, table: Sequence[HardRow]) -> str:
             f"| {cell(r.recall_at_5)} | {cell(r.recall_at_10)} | {cell(r.flat_at_5)} "
             f"| {cell(r.flat_at_10)} | {cell(r.ceiling_at_5)} "
             f"| {cell(r.answered)} | {cell(r.twin_no_match)} | {cell(r.in_prompt)} "
-            f"| {cell(r.false_injection)} |"
+            f"| {cell(r.evidence_or_pointer)} | {cell(r.false_injection)} "
+            f"| {cell(r.false_pointer)} | {r.block_tokens:.0f} | {r.pointer_tokens:.0f} |"
         )
     return "\n".join(lines)

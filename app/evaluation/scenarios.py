@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from app.core.assemble import RECALL_HEADER
+from app.core.assemble import NOTES_HEADER, RECALL_HEADER
+from app.core.lexical import term_set
 from app.core.messages import Message
 from app.core.plan import TurnInput
 from app.core.results import TurnResult
@@ -184,10 +185,17 @@ async def post(
 @dataclass(frozen=True)
 class NeedleResult:
     needle: Needle
-    in_block: bool
+    in_block: bool  # a recalled block in the prompt quotes the fact
+    in_notes: bool  # the notes in the prompt hold every content term of the fact
     top1: bool
     injected_tokens: int
     timings_ms: dict[str, float]
+
+    @property
+    def in_prompt(self) -> bool:
+        """The model is shown the fact: recall brings back only what the prompt lacks, so a
+        fact the notes keep is not quoted again (core.injection)."""
+        return self.in_block or self.in_notes
 
 
 _ITEM_HEADER = re.compile(r"^\[[^\]|]+\| turn \d+-\d+ \| (ck_\w+)\]$", re.MULTILINE)
@@ -203,6 +211,15 @@ def block_items(prompt: list[dict[str, Any]]) -> dict[str, str]:
             parts = _ITEM_HEADER.split(str(content))
             items.update({parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)})
     return items
+
+
+def notes_text(prompt: list[dict[str, Any]]) -> str:
+    """The notes of an assembled OpenAI prompt ("" when it carries none)."""
+    return "\n".join(
+        str(m.get("content"))
+        for m in prompt
+        if m["role"] == "system" and str(m.get("content")).startswith(NOTES_HEADER)
+    )
 
 
 async def replay_needles(
@@ -222,6 +239,7 @@ async def replay_needles(
             NeedleResult(
                 needle=needle,
                 in_block=any(needle.fact in text for text in items.values()),
+                in_notes=term_set(needle.fact) <= term_set(notes_text(result.messages)),
                 top1=needle.fact in best,
                 injected_tokens=result.recall.injected_tokens,
                 timings_ms={k: v for k, v in result.timings_ms.items() if k.startswith("recall")},

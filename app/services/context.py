@@ -117,6 +117,9 @@ class ServiceContext:
     archive_hint: ArchiveHint = field(default_factory=ArchiveHint)
     # Set by a turn that queued chunks for embedding: this process's worker wakes up.
     embedding_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    # Sessions a recall found chunks of still queued, in the order they asked: this process's
+    # worker takes their chunks ahead of the line (core.fair_queue).
+    embedding_asked: dict[str, None] = field(default_factory=dict)
     turns_in_flight: TurnsInFlight = field(default_factory=TurnsInFlight)
     question_centroid: QuestionCentroid = field(init=False)  # of the embedder
     clock: Callable[[], datetime] = utc_now

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 
 from app import metrics
 from app.core import rerank
 from app.core.errors import OverLimit
+from app.core.injection import InjectionRules, Need, need_of, tiers
 from app.core.lexical import likeliest_rare
 from app.core.ports import QueryRewriterUnavailable, RerankerUnavailable
 from app.core.rerank import (
@@ -36,6 +37,7 @@ from app.core.rewrite import RewrittenQuery, embedding_focus, rewrite, with_expa
 from app.core.types import EmbeddedChunk, tenant_of
 from app.core.vectors import cosine, dot
 from app.services.context import ServiceContext
+from app.services.embedding_queue import ask_worker_first, embed_for_recall
 from app.services.policies import item_shape
 from app.services.sessions import owned_session
 from app.settings import RecallSettings, Settings
@@ -50,6 +52,16 @@ REWRITER_FAILED = "rewriter_failed"
 
 
 @dataclass(frozen=True)
+class TurnTiering:
+    """How a turn chooses what to inject (`core.injection`): its rules, whether recall was
+    forced, and the content terms its prompt already holds (window, notes, held blocks)."""
+
+    rules: InjectionRules
+    forced: bool
+    seen_terms: frozenset[str]
+
+
+@dataclass(frozen=True)
 class Retrieval:
     query: RewrittenQuery  # as searched for (with the rewriter's restatement, if any)
     items: list[Injected]
@@ -59,26 +71,68 @@ class Retrieval:
     already_in_context: tuple[str, ...] = ()  # excluded hits, best first
     pending_chunks: int = 0  # searched by words only: no vectors yet (the embedding queue)
     fused: list[ScoredHit] = field(default_factory=list)  # every candidate, by fused score
+    # A turn's (`TurnTiering`): what it asks, its pointers and its near-duplicates.
+    need: Need | None = None
+    pointers: list[ScoredHit] = field(default_factory=list)
+    repeated: list[ScoredHit] = field(default_factory=list)
+
+    def best_first(self) -> list[tuple[int, Injected]]:
+        """The packed items best first (the evidence's final order), each with its rank."""
+        order = {hit.candidate.chunk_id: index for index, hit in enumerate(self.considered)}
+        ranked = sorted(self.items, key=lambda item: order.get(item.hit.candidate.chunk_id, 0))
+        return list(enumerate(ranked, start=1))
 
     def recalled(self) -> tuple[RecalledChunk, ...]:
-        return tuple(_recalled(item) for item in self.items)
+        """The items in the block's (time) order, each with its rank."""
+        rank_of = {item.hit.candidate.chunk_id: rank for rank, item in self.best_first()}
+        return tuple(_recalled(item, rank_of[item.hit.candidate.chunk_id]) for item in self.items)
+
+    def pointer_summary(self, hits: Iterable[ScoredHit], after: int) -> list[RecalledChunk]:
+        """Pointers as reported, ranked on from `after` (the evidence comes first), with no
+        text of theirs in the prompt."""
+        return [_pointed(hit, rank) for rank, hit in enumerate(hits, start=after + 1)]
 
     def recalled_texts(self) -> tuple[RecalledText, ...]:
-        return tuple(RecalledText(**asdict(_recalled(item)), text=item.text) for item in self.items)
+        """The items best first, each with its rank and text."""
+        return tuple(
+            RecalledText(**asdict(_recalled(item, rank)), text=item.text)
+            for rank, item in self.best_first()
+        )
 
 
-def _recalled(item: Injected) -> RecalledChunk:
+def _recalled(item: Injected, rank: int) -> RecalledChunk:
     candidate = item.hit.candidate
     return RecalledChunk(
         chunk_id=candidate.chunk_id,
         score=round(item.hit.score, 6),
-        confidence=round(item.hit.margin, 6),
+        confidence=round(item.hit.confidence, 4),
         vector_score=_round(candidate.similarity),
         lexical_score=_round(candidate.lexical_score),
         turn_range=(candidate.turn_start, candidate.turn_end),
         ts=candidate.first_ts,
         tokens=item.tokens,
         truncated=item.truncated,
+        rank=rank,
+        margin=round(item.hit.margin, 6),
+        lead=round(item.hit.lead, 6),
+    )
+
+
+def _pointed(hit: ScoredHit, rank: int) -> RecalledChunk:
+    candidate = hit.candidate
+    return RecalledChunk(
+        chunk_id=candidate.chunk_id,
+        score=round(hit.score, 6),
+        confidence=round(hit.confidence, 4),
+        vector_score=_round(candidate.similarity),
+        lexical_score=_round(candidate.lexical_score),
+        turn_range=(candidate.turn_start, candidate.turn_end),
+        ts=candidate.first_ts,
+        tokens=0,
+        truncated=True,
+        rank=rank,
+        margin=round(hit.margin, 6),
+        lead=round(hit.lead, 6),
     )
 
 
@@ -329,7 +383,13 @@ async def _ranked_evidence(
         if scores is not None:
             return rerank.judged(candidates, scores, floor), None
         return rerank.evidence(hits, rules, gated=gated), RERANKER_FAILED
-    hits = rerank.evidence(hits, rules, gated=gated)
+    return await _reordered(ctx, query, rerank.evidence(hits, rules, gated=gated))
+
+
+async def _reordered(
+    ctx: ServiceContext, query: RewrittenQuery, hits: list[ScoredHit]
+) -> tuple[list[ScoredHit], str | None]:
+    """The evidence in an ordering reranker's order, when one is configured."""
     if ctx.reranker is None or not hits:
         return hits, None
     scores = await _reranker_scores(ctx, query, hits)
@@ -366,6 +426,7 @@ def evidence_rules(
     return EvidenceRules(
         min_margin=margin,
         min_share=settings.asked_min_share if asked else settings.auto_min_share,
+        min_confidence=settings.asked_min_confidence if asked else 0.0,
         words_only=all(h.candidate.vector_score is None for h in hits),
         entities=asked,
         period=query.period,
@@ -385,11 +446,18 @@ async def retrieve(
     fresh: Sequence[EmbeddedChunk] = (),
     exclude_ids: Collection[str] = (),
     recent: Sequence[str] = (),
+    tiering: TurnTiering | None = None,
 ) -> Retrieval:
     """The packed items for `query`. `asked`: recall asked for outside a turn (the endpoint,
-    the tool), judged by the lenient floors; a turn is judged by the automatic ones, and
+    the tool), judged by the lenient floors, which embeds some of the session's queued chunks
+    itself first (`embed_for_recall`; a turn does not wait for them: the worker takes them
+    next, `ask_worker_first`); a turn is judged by the automatic ones, and
     `gated` (no reference word, not `force`) keeps only the hits that hold on their own
-    (see `core.rerank.evidence`).
+    (see `core.rerank.evidence`). `tiering` (a turn): evidence and pointers by calibrated
+    confidence and what the turn asks, near-duplicates of its prompt left out
+    (`core.injection`); without vectors, or with a judging reranker, the floors above. With
+    an embedder the confidence was not fitted on, a hit must also hold by those floors: its
+    margins are on another scale, so its confidence orders but cannot vouch.
     `exclude_ids`: chunks the caller already has in its context; they are reported in
     `already_in_context` when they match, never returned twice. `recent`: the last turns'
     texts, for the query rewriter."""
@@ -403,7 +471,14 @@ async def retrieve(
     vectors, embed_fallback = await query_vectors(ctx, tenant_of(session_key), query.text)
     timings["embed"] = _ms_since(mark)
     mark = time.perf_counter()
+    if vectors is not None and asked:  # the session's queued chunks, searched by meaning too
+        mark = time.perf_counter()
+        if await embed_for_recall(ctx, session_key):
+            timings["embed_queued"] = _ms_since(mark)
+        mark = time.perf_counter()
     candidates, pending = await _candidates(ctx, session_key, query, vectors)
+    if pending:
+        ask_worker_first(ctx, session_key)
     pending += sum(1 for chunk in fresh if chunk.unit_vectors is None)
     metrics.RECALL_PENDING.inc(pending)
     focus = unit_focus(settings, query)
@@ -416,6 +491,7 @@ async def retrieve(
         candidates,
         query,
         FusionWeights(settings.term_bonus, settings.entity_bonus, settings.recency_weight),
+        settings.confidence.weights_for(ctx.embedder.model_name),
     )
     rules = evidence_rules(settings, query, hits, asked=asked)
     # What the caller already has is reported when it would have been evidence, and the rest
@@ -424,7 +500,23 @@ async def retrieve(
     excluded = [h.candidate.chunk_id for h in held if h.candidate.chunk_id in exclude_ids]
     fused = hits
     hits = [h for h in hits if h.candidate.chunk_id not in exclude_ids]
-    hits, rerank_fallback = await _ranked_evidence(ctx, query, hits, rules, gated=gated)
+    tiered = None
+    if tiering is not None and not rules.words_only and ctx.settings.reranker.judge_floor is None:
+        need = need_of(query, hits, forced=tiering.forced, seen_terms=tiering.seen_terms)
+        vouched = rerank.evidence(hits, rules, gated=True)
+        if not settings.confidence.fits(ctx.embedder.model_name):
+            hits = vouched  # its confidence orders but cannot vouch
+        tiered = tiers(
+            hits,
+            need,
+            tiering.rules,
+            tiering.seen_terms,
+            focus_terms(query),
+            {hit.candidate.chunk_id for hit in vouched},
+        )
+        hits, rerank_fallback = await _reordered(ctx, query, tiered.evidence)
+    else:
+        hits, rerank_fallback = await _ranked_evidence(ctx, query, hits, rules, gated=gated)
     items = rerank.pack(
         hits,
         top_k=top_k,
@@ -446,6 +538,9 @@ async def retrieve(
         already_in_context=tuple(excluded),
         pending_chunks=pending,
         fused=fused,
+        need=need if tiered is not None else None,
+        pointers=tiered.pointers if tiered is not None else [],
+        repeated=tiered.repeated if tiered is not None else [],
     )
 
 

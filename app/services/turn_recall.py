@@ -26,10 +26,17 @@ from dataclasses import dataclass, field, replace
 
 from app.core.assemble import anchor_seq, recalled_block
 from app.core.budget import Level
+from app.core.injection import (
+    POINTERS_HEADER,
+    InjectionRules,
+    pointer_line,
+    pointers_block,
+)
+from app.core.lexical import term_set
 from app.core.messages import Message
 from app.core.plan import Snapshot, TurnInput, TurnPlan, held_recall_tokens, recall_room
 from app.core.recall_trace import CandidateTrace, RecallDecisions, trace_candidates
-from app.core.rerank import NO_MATCH_LINE, Injected, format_block
+from app.core.rerank import NO_MATCH_LINE, Injected, ScoredHit, format_block, in_window
 from app.core.results import RecalledChunk, RecallMode, TurnRecallSummary
 from app.core.rewrite import (
     RewrittenQuery,
@@ -43,7 +50,8 @@ from app.core.types import RecalledText, WindowMessage
 from app.services.context import ServiceContext
 from app.services.embedding import retrieve_late_failure
 from app.services.offload import OffloadBatch
-from app.services.recall import embed_query, retrieve
+from app.services.recall import Retrieval, TurnTiering, embed_query, focus_terms, retrieve
+from app.settings import RecallSettings
 
 
 @dataclass
@@ -58,6 +66,10 @@ class TurnRecall:
     skipped_reason: str | None = None
     fallback: str | None = None
     no_match: bool = False
+    need: str | None = None  # what the turn asks of the past (core.injection.Need)
+    pointers: tuple[RecalledChunk, ...] = ()  # one-line pointers in the block, best first
+    pointer_tokens: int = 0
+    repeated: int = 0  # hits left out as near-duplicates of the prompt
     pending_chunks: int = 0  # searched by their words only: their vectors are not written yet
     # Window messages whose held blocks give way to this turn's (the room was full).
     dropped_seqs: set[int] = field(default_factory=set)
@@ -93,6 +105,10 @@ class TurnRecall:
             held_tokens=held_recall_tokens(window) - (self.tokens if self.block else 0),
             cleared_held=bool(self.dropped_seqs),
             pending_chunks=self.pending_chunks,
+            need=self.need,
+            pointers=self.pointers,
+            pointer_tokens=self.pointer_tokens,
+            repeated=self.repeated,
         )
 
 
@@ -231,9 +247,11 @@ async def recall_for_turn(
     batch: OffloadBatch,
     *,
     extra_tokens: int = 0,
+    notes_text: str | None = None,
 ) -> TurnRecall:
     """`asked`: the turn's query (`turn_query`); `extra_tokens`: what the prompt gained since
-    the plan (new notes), kept out of B."""
+    the plan (new notes), kept out of B; `notes_text`: the notes the prompt will carry (what
+    they say is not injected again)."""
     result = TurnRecall(mode=inp.recall)
     result.skipped_reason = recall_skip_reason(inp, asked, snap, plan)
     if result.skipped_reason or asked is None:  # what is held must still fit the recall room
@@ -256,19 +274,41 @@ async def recall_for_turn(
         fresh=batch.chunks,
         exclude_ids=held,
         recent=recent,
+        tiering=TurnTiering(
+            injection_rules(ctx.settings.recall),
+            inp.recall == "force",
+            prompt_terms(plan.window_after, notes_text, plan.turn),
+        ),
     )
     items = _fitted(found.items, plan.window_after, room, set(found.already_in_context), result)
     kept = {item.hit.candidate.chunk_id for item in items}
+    spent = sum(item.tokens for item in items)
+    pointers = _pointer_lines(ctx, found, min(cap, room) - spent, kept | held, window_seqs)
     result.query, result.fallback, result.timings_ms = found.query, found.fallback, found.timings_ms
     result.pending_chunks = found.pending_chunks
     result.hits = tuple(hit for hit in found.recalled() if hit.chunk_id in kept)
-    decisions = RecallDecisions(found.considered, kept, held, window_seqs, top_k, query.period)
+    result.need = None if found.need is None else str(found.need)
+    result.repeated = len(found.repeated)
+    result.pointers = tuple(found.pointer_summary((hit for hit, _ in pointers), len(kept)))
+    result.pointer_tokens = sum(ctx.counter.count(line) for _, line in pointers)
+    decisions = RecallDecisions(
+        found.considered,
+        kept,
+        held,
+        window_seqs,
+        top_k,
+        query.period,
+        pointed={hit.candidate.chunk_id for hit, _ in pointers},
+        repeated={hit.candidate.chunk_id for hit in found.repeated},
+    )
     result.candidates = trace_candidates(
         found.fused, decisions, ctx.settings.recall.trace_candidates
     )
-    if items:
-        result.block = format_block(items)
-    elif found.already_in_context:  # the evidence is in a block the window holds
+    if items or pointers:
+        block = format_block(items) if items else ""
+        listed = pointers_block([line for _, line in pointers])
+        result.block = "\n\n".join(part for part in (block, listed) if part)
+    elif found.already_in_context or found.repeated:  # the prompt holds what it says
         result.skipped_reason = "already_in_context"
     elif found.considered or found.items:
         result.skipped_reason = "no_room_in_budget"  # hits exist: never claim there are none
@@ -276,3 +316,50 @@ async def recall_for_turn(
         result.block, result.no_match = NO_MATCH_LINE, True
     result.tokens = count_text_block(ctx.counter, recalled_block(result.block))
     return result
+
+
+def injection_rules(settings: RecallSettings) -> InjectionRules:
+    return InjectionRules(
+        unasked_confidence=settings.auto_unasked_confidence,
+        asked_confidence=settings.auto_asked_confidence,
+        referenced_confidence=settings.auto_referenced_confidence,
+        pointer_confidence=settings.pointer_confidence,
+        max_pointers=settings.max_pointers,
+        max_seen_overlap=settings.max_seen_overlap,
+    )
+
+
+def prompt_terms(
+    window: Sequence[WindowMessage], notes_text: str | None, turn: int
+) -> frozenset[str]:
+    """The content terms the prompt already holds before this `turn`: its earlier window
+    messages, the recalled blocks they carry, and the notes. The turn's own words are left
+    out: a question names what it asks about, which its answer holds too."""
+    texts = [m.message.text for m in window if m.turn != turn]
+    texts += [m.recalled.text for m in window if m.recalled is not None]
+    return frozenset(term_set("\n".join([*texts, notes_text or ""])))
+
+
+def _pointer_lines(
+    ctx: ServiceContext,
+    found: Retrieval,
+    room: int,
+    taken: set[str],
+    window_seqs: set[int],
+) -> list[tuple[ScoredHit, str]]:
+    """The retrieval's pointers that fit `room` tokens (the pointers' header included), best
+    first: none already injected, held, or wholly in the window."""
+    settings = ctx.settings.recall
+    focus = focus_terms(found.query)
+    used = ctx.counter.count(POINTERS_HEADER)
+    lines: list[tuple[ScoredHit, str]] = []
+    for hit in found.pointers:
+        if hit.candidate.chunk_id in taken or in_window(hit.candidate, window_seqs):
+            continue
+        line = pointer_line(hit.candidate, settings.pointer_gist_tokens, ctx.counter.count, focus)
+        cost = ctx.counter.count(line) + 1
+        if used + cost > room:
+            break
+        lines.append((hit, line))
+        used += cost
+    return lines

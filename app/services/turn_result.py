@@ -151,6 +151,10 @@ def event_payload(outcome: Outcome, result: TurnResult) -> JsonObject:
             "held_tokens": recall.held_tokens,
             "cleared_held": recall.cleared_held,
             "pending_chunks": recall.pending_chunks,
+            "need": recall.need,
+            "pointer_ids": [hit.chunk_id for hit in recall.pointers],
+            "pointer_tokens": recall.pointer_tokens,
+            "repeated": recall.repeated,
             "skipped_reason": recall.skipped_reason,
             "fallback": recall.fallback,
             "held_ids": sorted(held_chunk_ids(outcome.window) - set(recall_ids)),
@@ -185,6 +189,7 @@ def _candidate(trace: CandidateTrace) -> JsonObject:
         "lexical_score": trace.lexical_score,
         "fused_score": trace.fused_score,
         "margin": trace.margin,
+        "confidence": trace.confidence,
         "outcome": trace.outcome.value,
     }
 

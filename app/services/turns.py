@@ -307,7 +307,14 @@ async def _complete(
     timings["notes"] = _ms_since(mark)
     mark = time.perf_counter()
     recall = await recall_for_turn(
-        ctx, inp, planned.query, snap, plan, batch, extra_tokens=notes_delta
+        ctx,
+        inp,
+        planned.query,
+        snap,
+        plan,
+        batch,
+        extra_tokens=notes_delta,
+        notes_text=notes.text(snap.notes_text),
     )
     timings["recall"] = _ms_since(mark)
     timings.update({f"recall_{k}": v for k, v in recall.timings_ms.items()})

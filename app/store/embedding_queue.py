@@ -17,6 +17,7 @@ from sqlalchemy import ColumnElement, and_, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
+from app.core.fair_queue import Waiting, batch_shares
 from app.store.models import ChunkRow
 
 
@@ -26,30 +27,21 @@ def _pending() -> ColumnElement[bool]:
     return and_(ChunkRow.needs_embedding, ChunkRow.superseded_turn.is_(None))
 
 
-# The claim reads this many candidates per chunk it wants: another worker may be claiming the
-# oldest at the same moment (their rows are skipped, not waited for), and the next ones are
-# then at hand without a second scan of every session.
-CANDIDATES_PER_CLAIM = 4
+async def claim(
+    db: AsyncSession, limit: int, now: datetime, lease: timedelta, asking: Sequence[str] = ()
+) -> list[ChunkRow]:
+    """Up to `limit` pending chunks that no live claim holds, now claimed until `now + lease`,
+    shared between sessions by `core.fair_queue.batch_shares` (the sessions a recall is
+    `asking` for first, then a chunk per tenant in turn). Rows another transaction is
+    claiming are skipped, not waited for: the batch is then smaller.
 
-
-async def claim(db: AsyncSession, limit: int, now: datetime, lease: timedelta) -> list[ChunkRow]:
-    """Up to `limit` pending chunks, oldest first, that no live claim holds, now claimed until
-    `now + lease`. Rows another transaction is claiming are skipped, not waited for.
-
-    Two steps, so that no lock is taken across sessions: the oldest candidates are read
-    without locks (a scan of every session, which on Citus reaches every shard, where
-    `FOR UPDATE` cannot go), then each session's are locked and claimed by a statement routed
-    to that session alone, the sessions of the oldest candidates first."""
-    candidates = await _oldest_unclaimed(db, limit * CANDIDATES_PER_CLAIM, now)
-    grouped: dict[str, list[str]] = {}
-    for session_id, chunk_id in candidates:
-        grouped.setdefault(session_id, []).append(chunk_id)
+    Two steps, so that no lock is taken across sessions: the sessions with waiting chunks are
+    read without locks (grouped by session, which on Citus each shard answers for its own),
+    then each session's are locked and claimed by a statement routed to that session alone."""
+    waiting = await _waiting_sessions(db, now)
     claimed: list[ChunkRow] = []
-    for session_id, chunk_ids in grouped.items():
-        wanted = limit - len(claimed)
-        if wanted <= 0:
-            break
-        claimed += await _claim_in_session(db, session_id, chunk_ids, wanted, now, now + lease)
+    for session_id, wanted in batch_shares(waiting, limit, asking):
+        claimed += await claim_in_session(db, session_id, wanted, now, now + lease)
     return sorted(claimed, key=lambda chunk: (chunk.created_at, chunk.session_id, chunk.id))
 
 
@@ -57,36 +49,29 @@ def _unclaimed(now: datetime) -> ColumnElement[bool]:
     return ChunkRow.embedding_claimed_until.is_(None) | (ChunkRow.embedding_claimed_until < now)
 
 
-async def _oldest_unclaimed(db: AsyncSession, limit: int, now: datetime) -> list[tuple[str, str]]:
-    """(session id, chunk id) of the oldest pending chunks no live claim holds; no locks."""
+async def _waiting_sessions(db: AsyncSession, now: datetime) -> dict[str, Waiting]:
+    """Session key → its pending chunks no live claim holds: how many, and the oldest's time."""
     rows = await db.execute(
-        select(ChunkRow.session_id, ChunkRow.id)
+        select(ChunkRow.session_id, func.min(ChunkRow.created_at), func.count())
         .where(_pending(), _unclaimed(now))
-        .order_by(ChunkRow.created_at)
-        .limit(limit)
+        .group_by(ChunkRow.session_id)
     )
-    return [(row[0], row[1]) for row in rows.all()]
+    return {session_id: Waiting(oldest, int(count)) for session_id, oldest, count in rows.all()}
 
 
-async def _claim_in_session(
-    db: AsyncSession,
-    session_id: str,
-    chunk_ids: Sequence[str],
-    limit: int,
-    now: datetime,
-    until: datetime,
+async def claim_in_session(
+    db: AsyncSession, session_id: str, limit: int, now: datetime, until: datetime
 ) -> list[ChunkRow]:
-    """Locks up to `limit` of the session's chunks among `chunk_ids`, oldest first, that are
-    still pending and unclaimed (skipping any another transaction holds), and claims them
-    until `until`."""
+    """Locks up to `limit` of the session's pending, unclaimed chunks, oldest first (skipping
+    any another transaction holds), and claims them until `until`."""
     rows = list(
         (
             await db.execute(
                 select(ChunkRow)
                 .options(defer(ChunkRow.embedding), defer(ChunkRow.lexical))
-                .where(ChunkRow.session_id == session_id, ChunkRow.id.in_(chunk_ids))
+                .where(ChunkRow.session_id == session_id)
                 .where(_pending(), _unclaimed(now))
-                .order_by(ChunkRow.created_at)
+                .order_by(ChunkRow.created_at, ChunkRow.id)
                 .limit(limit)
                 .with_for_update(skip_locked=True)
             )
@@ -106,16 +91,18 @@ def by_session(chunks: Sequence[ChunkRow]) -> dict[str, list[str]]:
     return groups
 
 
-async def still_claimed(
-    db: AsyncSession, session_id: str, chunk_ids: Sequence[str], until: datetime
+async def still_ours(
+    db: AsyncSession, session_id: str, chunk_ids: Sequence[str], until: datetime, now: datetime
 ) -> set[str]:
-    """Locks the session's chunks among `chunk_ids` whose claim still holds, and answers
-    their ids: each exists, is still pending, and carries our claim's time (not forgotten,
-    archived or claimed again). One statement for all of them."""
+    """Locks the session's chunks among `chunk_ids` this worker may still write, and answers
+    their ids: each exists, is still pending (not forgotten, archived or embedded by another),
+    and carries our claim's time, or a claim that has lapsed with nobody claiming it since. A
+    batch slower than its lease still lands its work unless another worker took the chunks
+    over. One statement for all of them."""
     rows = await db.scalars(
         select(ChunkRow.id)
         .where(ChunkRow.session_id == session_id, ChunkRow.id.in_(chunk_ids), _pending())
-        .where(ChunkRow.embedding_claimed_until == until)
+        .where((ChunkRow.embedding_claimed_until == until) | _unclaimed(now))
         .with_for_update()
     )
     return set(rows)

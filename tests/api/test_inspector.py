@@ -24,11 +24,16 @@ WINDOW = {
     "context_window": 3000,
     "policy": {"floor_turns": 2, "floor_tokens": 0},
 }
-FACT = "The cloud server budget is capped at 12,400 dollars per quarter."
+# The notes keep the capped budget; the rest of what was said is the archive's alone, so recall
+# still has something to bring back (what the notes already say is not injected twice).
+FACT = (
+    "The cloud server budget is capped at 12,400 dollars per quarter. Billing goes through "
+    "our Hetzner account at Frankfurt, renewed each March by Marta from finance."
+)
 UI = {UI_HEADER: "1"}
 
 
-QUESTION = "What was the budget we agreed on for cloud servers?"
+QUESTION = "Which account did we agree on for the cloud server billing earlier?"
 
 
 async def say(client: httpx.AsyncClient, session: str, text: str, **fields: Any) -> Any:
@@ -63,7 +68,7 @@ async def test_a_session_page_shows_each_turn_the_offloads_notes_facts_and_archi
     assert injected and f'id="turn-detail" data-turn="{question["turn"]}"' in html
     for chunk_id in injected:
         assert f'data-chunk="{chunk_id}" data-outcome="injected"' in html
-    assert "What was the budget for cloud servers?" in html  # the rewritten query
+    assert "Which account did we agree on for the cloud server billing ?" in html  # rewritten
     assert "12,400 dollars" in html  # the notes and the facts quote it
     chunk_ids = {c for a in answers for c in a["offload"]["chunk_ids"]}
     assert all(f'<tr class="chunk" data-chunk="{c}">' in html for c in chunk_ids)
@@ -166,7 +171,8 @@ async def test_the_search_box_answers_as_the_memory_tool_would(client: httpx.Asy
     assert found.status_code == 200, found.text
     answer = found.json()
     assert FACT in answer["text"] and answer["chunk_ids"]
-    assert answer["text"].startswith("[")  # items headed [ts | turn a-b | chunk_id]
+    # Items best first, headed `#rank (confidence p) [ts | turn a-b | chunk_id]`.
+    assert answer["text"].startswith("#1 (confidence ")
     nothing = await client.post(
         "/ui/sessions/ui-6/recall", json={"query": "Zorblax quarterly llama census"}, headers=UI
     )

@@ -18,7 +18,12 @@ from tests.builders import turn_body, user, words
 from tests.integration.helpers import session_rows
 from tests.integration.test_encryption import tables_holding
 
-SECRET = "The staging database password is Zorblax-4471, do not share it."
+# The notes keep the password's sentence as a fact; the second is the archive's alone, so the
+# chunk still says something the prompt does not (recall never injects what it already holds).
+SECRET = (
+    "The staging database password is Zorblax-4471. Priya set it up on the Lisbon replica "
+    "after the outage."
+)
 WINDOW = 4000
 ALL = ["memory:read", "memory:write", "memory:offload", "memory:forget"]
 
@@ -82,7 +87,7 @@ async def test_recall_returns_headed_raw_text_or_no_match_and_skips_what_was_inj
 ) -> None:
     await converse(client, "r", default)
     found = (await memory(client, "r", default, type="recall", query="Zorblax-4471")).json()
-    assert found["text"].startswith("[") and "| turn 1-" in found["text"]
+    assert found["text"].startswith("#1 (confidence ") and "| turn 1-" in found["text"]
     assert SECRET in found["text"]
     chunk_id = found["result"]["results"][0]["chunk_id"]
 

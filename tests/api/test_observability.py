@@ -60,11 +60,13 @@ def grew(before: Samples, after: Samples, name: str, **labels: str) -> float:
 
 
 async def scripted_conversation(ctx: ServiceContext, client: httpx.AsyncClient) -> int:
-    """Offloads, recalls (hit, miss: a question about nothing said, skipped, fallback):
-    returns the number of turns."""
+    """Offloads, recalls (hit: a detail only the archive holds; miss: a remark about nothing
+    said; skipped: the password the notes hold; fallback): returns the number of turns."""
     bodies = [turn_body(user(SECRET), context_window=4000)]
-    bodies += [turn_body(user(f"turn {t} " + words(60, "chat"))) for t in range(40)]
-    bodies.append(turn_body(user("Which saxophone did the pelican marmalade quartet pick?")))
+    bodies.append(turn_body(user("Priya set up the staging replica in Lisbon after the outage.")))
+    bodies += [turn_body(user(f"turn {t} " + words(60, f"chat{t}w"))) for t in range(40)]
+    bodies.append(turn_body(user("Where did Priya set up the staging replica?")))
+    bodies.append(turn_body(user("Pelicans never play the saxophone in a marmalade quartet.")))
     bodies.append(turn_body(user("What was the Zorblax-4471 password again?"), recall="force"))
     reported = {"observed_prompt_tokens": 900, "observed_cached_tokens": 800}
     bodies.append(turn_body(user("note"), recall="off", **reported))

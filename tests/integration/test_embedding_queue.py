@@ -15,6 +15,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.core.plan import TurnInput
+from app.providers.embedders import HashEmbedder
 from app.providers.fakes import CountingEmbedder, DownEmbedder
 from app.providers.tokenizer import default_counter
 from app.services.context import ServiceContext
@@ -26,16 +28,21 @@ from app.store import statements
 from app.store.database import Database
 from app.store.migrate import upgrade_head
 from app.store.models import DEFAULT_TENANT
-from tests.builders import user
+from tests.builders import user, words
 from tests.conftest import make_settings
-from tests.integration.test_recall import FACTS, archive_facts, ask, recalled_block
+from tests.integration.test_recall import FACTS, WINDOW, archive_facts, ask, recalled_block
 from tests.integration.test_turn_invariants import turn_input
 
 QUESTION = "What was the budget we agreed on for cloud servers?"
 
 
-def queued(ctx: ServiceContext) -> ServiceContext:
-    ctx.settings = make_settings(embedder={"offload_embedding": "queued"})
+def queued(ctx: ServiceContext, inline_embed_chunks: int = 0, **embedder: object) -> ServiceContext:
+    """Offloads queue their chunks; a recall embeds `inline_embed_chunks` of its session's
+    itself (0: none, so that what the queue alone does is seen)."""
+    ctx.settings = make_settings(
+        embedder={"offload_embedding": "queued", **embedder},
+        recall={"inline_embed_chunks": inline_embed_chunks, "inline_embed_timeout_s": 5.0},
+    )
     return ctx
 
 
@@ -98,10 +105,11 @@ async def test_a_claim_holds_until_it_expires_and_a_stale_claim_writes_nothing(
     assert {c.id for c in second} == {c.id for c in first}  # the first worker died: expired
     session, ids = first[0].session_id, [c.id for c in first]
     async with ctx.database.transaction() as db:
-        stale = await queue_store.still_claimed(db, session, ids, now + lease)
-        assert stale == set()  # the old claim holds nothing
+        stale = await queue_store.still_ours(db, session, ids, now + lease, later)
+        assert stale == set()  # the old claim holds nothing: another worker took them over
         with statements.counting() as sent:
-            assert await queue_store.still_claimed(db, session, ids, later + lease) == set(ids)
+            mine = await queue_store.still_ours(db, session, ids, later + lease, later)
+            assert mine == set(ids)
         assert len(ids) > 1 and sent.statements == 1  # the whole batch, one statement
 
 
@@ -154,7 +162,8 @@ async def test_an_inline_offload_embeds_before_it_answers(
     ctx.settings = make_settings(embedder={"offload_embedding": "inline"})
     await archive_facts(ctx, "q5")
     assert embedder.passage_calls > 0 and await pending(connection, "q5") == 0
-    response = await ask(ctx, "q5", QUESTION)
+    # What the notes do not say (they keep the budget itself, which is not injected again).
+    response = await ask(ctx, "q5", "Who from finance signs off above the cloud server budget?")
     assert response.recall.pending_chunks == 0
     assert any(h.vector_score is not None for h in response.recall.hits)
 
@@ -208,6 +217,7 @@ async def test_a_claim_racing_another_takes_the_next_oldest_not_nothing(
     """Both workers read the same oldest candidates without locks; the second skips the rows
     the first is claiming and takes the next ones from the candidates it read."""
     await archive_facts(pooled, "w3")
+    await queued_session(pooled, DEFAULT_TENANT, "w3", 30)
     assert await _queue_depth(pooled) >= 4
     now, lease = pooled.clock(), timedelta(seconds=60)
     async with pooled.database.transaction() as first:
@@ -319,3 +329,131 @@ async def test_ebbtide_worker_runs_on_its_own_and_stops_on_sigterm(
     assert b"embedding worker stopped" in output
     response = await run_turn(pooled, turn_input("w3", [user(QUESTION)]))
     assert response.recall.pending_chunks == 0
+
+
+class SlowPassages(HashEmbedder):
+    """Passages on a loaded machine: each call takes `delay_s`; queries answer at once."""
+
+    def __init__(self, delay_s: float) -> None:
+        super().__init__()
+        self.delay_s = delay_s
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        await asyncio.sleep(self.delay_s)
+        return await super().embed_passages(texts)
+
+
+async def add_tenants(connection: AsyncConnection, *names: str) -> None:
+    for name in names:
+        await connection.execute(
+            text("INSERT INTO tenants (id, name) VALUES (:name, :name)"), {"name": name}
+        )
+
+
+async def queued_session(ctx: ServiceContext, tenant: str, session: str, turns: int) -> None:
+    """A session of `tenant` talking until chunks of it wait in the queue."""
+    for t in range(turns):
+        said = [user(f"{session} turn {t} " + words(120))]
+        await run_turn(
+            ctx, TurnInput(session_id=session, tenant_id=tenant, messages=said, **WINDOW)
+        )
+
+
+async def waiting_by_session(connection: AsyncConnection) -> dict[str, int]:
+    rows = await connection.execute(
+        text("SELECT session_id, count(*) FROM chunks WHERE needs_embedding GROUP BY session_id")
+    )
+    return {session: int(count) for session, count in rows.all()}
+
+
+async def test_another_tenants_first_chunk_waits_at_most_one_batch(
+    ctx: ServiceContext, connection: AsyncConnection
+) -> None:
+    queued(ctx)
+    await add_tenants(connection, "busy", "quiet")
+    await queued_session(ctx, "busy", "history", 40)  # a long history offloaded first
+    await queued_session(ctx, "quiet", "chat", 14)
+    before = await waiting_by_session(connection)
+    assert before["busy/history"] > 4 * before["quiet/chat"] > 0
+    ctx.embedding_asked.clear()  # their own turns asked for them: the line alone here
+    report = await embed_batch(ctx, 2)
+    assert report is not None and report.embedded == 2
+    after = await waiting_by_session(connection)
+    assert after["quiet/chat"] == before["quiet/chat"] - 1  # one batch, not the whole line
+    assert after["busy/history"] == before["busy/history"] - 1
+
+
+async def test_a_recall_embeds_its_sessions_queued_chunks_before_it_searches(
+    ctx: ServiceContext, embedder: CountingEmbedder, connection: AsyncConnection
+) -> None:
+    waiting = await archived_in_queue(ctx, connection, "q10")
+    await add_tenants(connection, "other")
+    await queued_session(ctx, "other", "s", 14)
+    others = (await waiting_by_session(connection))["other/s"]
+    queued(ctx, inline_embed_chunks=waiting + 1)
+    ctx.embedding_asked.clear()
+    found = await recall_query(ctx, DEFAULT_TENANT, "q10", QUESTION, 3)
+    assert found.pending_chunks == 0 and await pending(connection, "q10") == 0
+    assert any(r.vector_score is not None for r in found.results)
+    assert (await waiting_by_session(connection))["other/s"] == others  # only its own
+    assert ctx.embedding_asked == {}  # nothing of it left for the worker
+
+
+async def test_a_turn_that_meets_queued_chunks_asks_the_worker_to_take_them_first(
+    ctx: ServiceContext, connection: AsyncConnection
+) -> None:
+    waiting = await archived_in_queue(ctx, connection, "q14")
+    ctx.embedding_asked.clear()
+    ctx.embedding_wakeup.clear()
+    response = await ask(ctx, "q14", QUESTION)
+    assert response.recall.pending_chunks == waiting  # a turn does not wait for them
+    assert list(ctx.embedding_asked) == [f"{DEFAULT_TENANT}/q14"]
+    assert ctx.embedding_wakeup.is_set()
+
+
+async def test_a_bounded_recall_leaves_the_rest_to_the_worker_ahead_of_the_line(
+    ctx: ServiceContext, connection: AsyncConnection
+) -> None:
+    await add_tenants(connection, "busy")
+    await queued_session(queued(ctx), "busy", "history", 40)
+    waiting = await archived_in_queue(ctx, connection, "q11")
+    assert waiting > 1
+    queued(ctx, inline_embed_chunks=1)
+    ctx.embedding_asked.clear()
+    found = await recall_query(ctx, DEFAULT_TENANT, "q11", QUESTION, 3)
+    assert found.pending_chunks == waiting - 1  # one embedded by the recall itself
+    assert list(ctx.embedding_asked) == [f"{DEFAULT_TENANT}/q11"]
+    report = await embed_batch(ctx, waiting - 1)  # the busy tenant's chunks are older
+    assert report is not None and report.embedded == waiting - 1
+    assert await pending(connection, "q11") == 0
+    assert await embed_batch(ctx, 1) is not None and ctx.embedding_asked == {}
+
+
+async def test_a_recall_that_cannot_wait_for_vectors_finds_the_chunks_by_their_words(
+    ctx: ServiceContext, connection: AsyncConnection
+) -> None:
+    waiting = await archived_in_queue(ctx, connection, "q12")
+    ctx.settings = make_settings(
+        embedder={"offload_embedding": "queued"},
+        recall={"inline_embed_chunks": 8, "inline_embed_timeout_s": 0.05},
+    )
+    ctx.embedder = SlowPassages(0.5)
+    response = await ask(ctx, "q12", QUESTION)
+    assert response.recall.fallback is None  # the question itself had its vector
+    assert response.recall.pending_chunks == waiting  # the claims went back
+    assert FACTS[0] in recalled_block(response)
+    assert await pending(connection, "q12") == waiting
+
+
+async def test_a_batch_slower_than_its_lease_still_lands_its_vectors(
+    ctx: ServiceContext, connection: AsyncConnection
+) -> None:
+    """Under CPU contention a batch may outlive its claim: its work is written unless another
+    worker took the chunks over, so the queue never repeats the same batch forever."""
+    waiting = await archived_in_queue(ctx, connection, "q13")
+    queued(ctx, claim_timeout_s=0.01)
+    ctx.embedder = SlowPassages(0.1)
+    report = await embed_batch(ctx, waiting)
+    assert report is not None and report.embedded == waiting and report.lost_claims == 0
+    assert report.seconds > ctx.settings.embedder.claim_timeout_s
+    assert await pending(connection, "q13") == 0

@@ -1,8 +1,9 @@
 """Needle backfill on the real local embedder and the real Postgres (docs/DESIGN.md §10).
 
 Twenty facts (ten Chinese, ten English) are planted in a conversation three times the
-window, then asked back in natural language, some through references. Fact-level Recall@5:
-the planted sentence is inside the block injected before the question.
+window, then asked back in natural language, some through references. A fact counts when the
+prompt before the question shows it: quoted by a recalled block, or kept by the notes (whose
+facts recall does not quote again).
 """
 
 from __future__ import annotations
@@ -38,15 +39,21 @@ async def test_needles_planted_before_offload_come_back_at_recall_5(database: Da
     conversation = sum(ctx.counter.count(m.text) for t in scenario.turns for m in t)
     assert conversation >= 3 * WINDOW
     results = await replay_needles(ctx, "needles", scenario, context_window=WINDOW)
-    recall_5 = sum(r.in_block for r in results) / len(results)
+    in_prompt = sum(r.in_prompt for r in results) / len(results)
+    in_block = sum(r.in_block for r in results) / len(results)
     recall_1 = sum(r.top1 for r in results) / len(results)
     print(
-        f"\nneedles: Recall@1 {recall_1:.2f}  Recall@5 {recall_5:.2f}  ({len(results)} facts, "
-        f"{conversation} tokens, window {WINDOW})"
+        f"\nneedles: in the prompt {in_prompt:.2f} (recalled {in_block:.2f}, the rest in the "
+        f"notes)  Recall@1 {recall_1:.2f}  ({len(results)} facts, {conversation} tokens, "
+        f"window {WINDOW})"
     )
-    for missed in (r for r in results if not r.in_block):
+    for missed in (r for r in results if not r.in_prompt):
         print(f"  missed: {missed.needle.question}")
-    assert recall_5 >= 0.90
+    assert in_prompt >= 0.90
+    # Recall still brings back what the notes do not keep, and never quotes what they do.
+    assert sum(r.in_block for r in results if not r.in_notes) >= 0.8 * sum(
+        not r.in_notes for r in results
+    )
     assert sum(has_reference(r.needle.question) for r in results) >= 5  # references covered
 
     for question in NEVER_SAID:

@@ -33,10 +33,12 @@ from tests.builders import assistant, tool, user, words
 from tests.conftest import make_settings
 from tests.integration.test_turn_invariants import turn_input
 
+# Details the notes do not keep (no number, no constraint or decision word): recall brings
+# back what the prompt lacks, never what the notes already say (core.injection).
 FACTS = [
-    "The cloud server budget is capped at 12,400 dollars per quarter.",
-    "Ship only from the Suzhou warehouse, never from Guangzhou.",
-    "只查华东仓的库存，不要包含华南仓。",
+    "The cloud server budget sits with Marta from finance, who reviews it every quarter.",
+    "Orders ship from the Suzhou warehouse, the Guangzhou dock flooded last spring.",
+    "库存查的是华东仓，华南仓去年搬迁以后系统一直对不上账。",
 ]
 WINDOW = {"context_window": 3000, "policy": {"floor_turns": 2, "floor_tokens": 0}}
 
@@ -81,7 +83,7 @@ async def test_an_offloaded_detail_comes_back_before_the_question(ctx: ServiceCo
 
 async def test_a_chinese_reference_question_finds_the_chinese_fact(ctx: ServiceContext) -> None:
     await archive_facts(ctx, "r2")
-    response = await ask(ctx, "r2", "刚才说的只查哪个仓的库存？")
+    response = await ask(ctx, "r2", "刚才说的库存查的是哪个仓？")
     assert FACTS[2] in recalled_block(response)
 
 

@@ -44,11 +44,11 @@ def use_judge(ctx: ServiceContext, chat: ScriptedChatModel, **reranker: object) 
 
 async def test_a_rewrite_adds_the_words_the_answer_uses(ctx: ServiceContext) -> None:
     await archive_facts(ctx, "l1")
-    chat = ScriptedChatModel(lambda system, user: "cloud server budget capped dollars\nextra")
+    chat = ScriptedChatModel(lambda system, user: "cloud server budget finance reviews\nextra")
     ctx.query_rewriter = LlmQueryRewriter(chat)
     response = await ask(ctx, "l1", BUDGET_QUESTION, recall="force")
     assert (
-        response.recall.query_rewritten == f"{BUDGET_QUESTION} cloud server budget capped dollars"
+        response.recall.query_rewritten == f"{BUDGET_QUESTION} cloud server budget finance reviews"
     )
     assert FACTS[0] in recalled_block(response)
     system, prompt = chat.prompts[0]
@@ -87,7 +87,7 @@ async def test_a_rewriter_down_or_slow_leaves_the_rule_rewrite(ctx: ServiceConte
 
 async def test_a_judging_model_decides_what_is_evidence(ctx: ServiceContext) -> None:
     await archive_facts(ctx, "l4")
-    chat = judge_holding("12,400")
+    chat = judge_holding("Marta")
     use_judge(ctx, chat)
     result = await recall_query(ctx, DEFAULT_TENANT, "l4", BUDGET_QUESTION, 5)
     assert [FACTS[0] in r.text for r in result.results] == [True]
@@ -114,7 +114,7 @@ async def test_a_judge_that_answers_nonsense_hands_back_to_the_floors(ctx: Servi
 
 async def test_the_judge_reads_only_the_best_n(ctx: ServiceContext) -> None:
     await archive_facts(ctx, "l7")
-    chat = judge_holding("12,400")
+    chat = judge_holding("Marta")
     use_judge(ctx, chat, top_n=2, max_chars=50)
     await recall_query(ctx, DEFAULT_TENANT, "l7", "What was the cloud server budget?", 5)
     shown = passages(chat.prompts[0][1])
@@ -125,7 +125,7 @@ async def test_a_judge_with_a_floor_of_its_own(ctx: ServiceContext) -> None:
     """`min_score` set: a passage scored 10 stays, while the floor of 1.0 is not met by 9."""
 
     def reply(system: str, user: str) -> str:
-        return json.dumps([10 if "12,400" in p else 9 for p in passages(user)])
+        return json.dumps([10 if "Marta" in p else 9 for p in passages(user)])
 
     await archive_facts(ctx, "l8")
     use_judge(ctx, ScriptedChatModel(reply), min_score=1.0)

@@ -56,16 +56,18 @@ TENANT = "acme"
 SESSIONS = ("routed-a", "routed-b")
 PROXIED = "routed-p"  # the proxy's session
 KEYS = {f"{TENANT}/{session}" for session in (*SESSIONS, PROXIED)}
-SECRET = "The staging database password is Zorblax-4471, do not share it."
+# Nothing the notes keep (no number, no cue word): the forced question's recall must search
+# and inject, so that its statements are routed too.
+SECRET = "The staging database password is Zorblax, Priya set it up on the Lisbon replica."
 SCOPES = ["memory:read", "memory:write", "memory:offload", "memory:forget"]
 
 # The statements that scan across sessions on purpose: maintenance and listings, never a
 # turn. None of them locks rows (Citus runs `FOR UPDATE` on one shard only), and each
 # touches only what its job needs.
 CROSS_SESSION = {
-    "app.store.embedding_queue._oldest_unclaimed": "the embedding worker looks for the "
-    "oldest pending chunks of any session, without locks; it then claims them session by "
-    "session with routed statements",
+    "app.store.embedding_queue._waiting_sessions": "the embedding worker counts the waiting "
+    "chunks of each session (grouped by session), without locks, to share a batch between "
+    "tenants; it then claims them session by session with routed statements",
     "app.store.embedding_queue.depth": "the queue-depth gauge counts pending chunks of all "
     "sessions (one aggregate per worker batch)",
     "app.store.maintenance.expired_sessions": "the retention purge looks for sessions idle "
@@ -133,7 +135,7 @@ async def _conversation(ctx: ServiceContext, http: httpx.AsyncClient) -> None:
         _ok(await http.post(f"/sessions/{b}/turn", json=body))
     await drain(ctx)  # the embedding worker: claims, units, vectors
     await observe_depth(ctx)
-    question = turn_body(user("What was the Zorblax-4471 password again?"), recall="force", **small)
+    question = turn_body(user("What was the Zorblax password again?"), recall="force", **small)
     asked = _ok(await http.post(f"/sessions/{a}/turn", json=question))
     assert asked["recall"]["hits"], "the scripted question recalled nothing"
     found = _ok(await http.post(f"/sessions/{a}/recall", json={"query": "staging password"}))
@@ -141,7 +143,7 @@ async def _conversation(ctx: ServiceContext, http: httpx.AsyncClient) -> None:
     _ok(await http.post(f"/sessions/{a}/remember", json={"text": "Ship only from Suzhou."}))
     for call in (
         {"type": "help"},
-        {"type": "recall", "query": "Zorblax-4471"},
+        {"type": "recall", "query": "Zorblax"},
         {"type": "remember", "text": "Never deploy on Fridays."},
         {"type": "status"},
         {"type": "offload", "until_tokens": 500},
@@ -185,7 +187,7 @@ async def _inspector(http: httpx.AsyncClient, key: str) -> None:
     assert (await http.get("/ui/")).status_code == 200
     assert (await http.get(f"/ui/sessions/{a}")).status_code == 200
     traced = await http.post(
-        f"/ui/sessions/{a}/trace", json={"text": "Zorblax-4471", "turn": 3}, headers=ui
+        f"/ui/sessions/{a}/trace", json={"text": "Zorblax", "turn": 3}, headers=ui
     )
     assert traced.status_code == 200, traced.text
 
@@ -193,7 +195,7 @@ async def _inspector(http: httpx.AsyncClient, key: str) -> None:
 async def _forget_and_purge(ctx: ServiceContext, http: httpx.AsyncClient) -> None:
     a = SESSIONS[0]
     found = _ok(
-        await http.post(f"/sessions/{a}/memory", json={"type": "recall", "query": "Zorblax-4471"})
+        await http.post(f"/sessions/{a}/memory", json={"type": "recall", "query": "Zorblax"})
     )
     chunk_id = found["result"]["results"][0]["chunk_id"]
     pending = _ok(

@@ -13,7 +13,6 @@ from app.core.rerank import (
     evidence,
     excerpt,
     format_block,
-    fuse,
     judged,
     lexical_scores,
     names_speaker,
@@ -22,14 +21,26 @@ from app.core.rerank import (
     shifted_query,
     truncate_to_tokens,
 )
-from app.core.rewrite import rewrite
+from app.core.rerank import (
+    fuse as fuse_with,
+)
+from app.core.rewrite import RewrittenQuery, rewrite
 from app.providers.fakes import WhitespaceCounter
 from app.services.policies import item_shape
 from app.settings import Settings
 from tests.builders import T0
 
 COUNT = WhitespaceCounter().count
-SHAPE = item_shape(Settings(database_url="postgresql://unused"))
+SETTINGS = Settings(database_url="postgresql://unused")
+SHAPE = item_shape(SETTINGS)
+CONFIDENCE = SETTINGS.recall.confidence.weights()
+
+
+def fuse(
+    candidates: list[Candidate], query: RewrittenQuery, weights: FusionWeights
+) -> list[ScoredHit]:
+    """Fusion with the packaged embedder's confidence model."""
+    return fuse_with(candidates, query, weights, CONFIDENCE)
 
 
 def make_candidate(chunk_id: str, **overrides: object) -> Candidate:
@@ -316,3 +327,30 @@ def test_lifts_rank_but_are_no_evidence() -> None:
     hits = fuse([plain, lifted, third], rewrite("q"), NO_LIFTS)
     assert [h.candidate.chunk_id for h in hits] == ["lifted", "plain", "third"]
     assert [round(h.margin, 6) for h in hits] == [0.0, 0.03, -0.01]
+
+
+def test_fused_hits_are_ranked_with_a_confidence_in_zero_to_one() -> None:
+    scores = [0.30, 0.22, 0.21, 0.20, 0.19, 0.10]
+    hits = fuse(
+        [
+            make_candidate(f"c{i}", vector_score=v, similarity=0.8 + v / 2)
+            for i, v in enumerate(scores)
+        ],
+        rewrite("q"),
+        NO_LIFTS,
+    )
+    assert [h.rank for h in hits] == [1, 2, 3, 4, 5, 6]
+    assert [round(h.lead, 6) for h in hits] == [0.08, 0.01, 0.01, 0.01, 0.09, 0.0]
+    assert all(0 <= h.confidence <= 1 for h in hits)
+    # A clear first is surer than the crowd behind it.
+    assert hits[0].confidence > max(h.confidence for h in hits[1:])
+
+
+def test_a_hit_below_the_confidence_floor_is_no_evidence_unless_it_names_the_entity() -> None:
+    sure = ScoredHit(make_candidate("s", vector_score=0.1), 0.0, 0, margin=0.05, confidence=0.6)
+    unsure = ScoredHit(make_candidate("u", vector_score=0.1), 0.0, 0, margin=0.05, confidence=0.05)
+    named = ScoredHit(make_candidate("n", vector_score=0.1), 0.0, 1, margin=0.0, confidence=0.01)
+    rules = EvidenceRules(min_margin=0.02, min_share=0.3, min_confidence=0.1, entities=True)
+    assert [h.candidate.chunk_id for h in evidence([sure, unsure], rules, gated=True)] == ["s"]
+    assert evidence([unsure], rules, gated=False) == []  # a topic never discussed: no match
+    assert [h.candidate.chunk_id for h in evidence([named], rules, gated=True)] == ["n"]
