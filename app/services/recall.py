@@ -503,7 +503,7 @@ async def retrieve(
     tiered = None
     if tiering is not None and not rules.words_only and ctx.settings.reranker.judge_floor is None:
         need = need_of(query, hits, forced=tiering.forced, seen_terms=tiering.seen_terms)
-        vouched = rerank.evidence(hits, rules, gated=True)
+        vouched = [h for h in held if h.candidate.chunk_id not in exclude_ids]  # holds alone
         if not settings.confidence.fits(ctx.embedder.model_name):
             hits = vouched  # its confidence orders but cannot vouch
         tiered = tiers(
