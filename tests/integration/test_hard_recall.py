@@ -23,10 +23,12 @@ from tests.memo_embedder import MemoEmbedder
 # 0.17, Recall@5 en 0.84, zh 0.83. Where an offload's batch ends moves the chunk boundaries, and
 # those alone move Recall@5 by a few needles (2026-12-03, same build but for the notes' room in
 # the batch: none 0.83 / 0.82, the notes' draft 0.78 / 0.83, their cap 0.78 / 0.78; the
-# embedder's ceiling 0.60 / 0.75 in all three): the floors sit below that spread.
+# embedder's ceiling 0.60 / 0.75 in all three): the floors sit below that spread. 2026-12-05,
+# confidence best first (issue 32): Recall@5 en 0.86, zh 0.79; dated 0.77 / 0.46; in prompt en
+# 0.33, zh 0.16; false injection 0.20; twins told "no match" 0.15.
 FLOORS = {  # group: (Recall@5 through recall, needle in prompt)
     "en": (0.75, 0.20),
-    "zh": (0.72, 0.10),  # 0.737 on 2026-12-05 (one needle under 0.75; see the ceiling check)
+    "zh": (0.75, 0.10),
     "en dated": (0.45, 0.0),
     "zh dated": (0.35, 0.0),
 }
@@ -70,10 +72,9 @@ async def test_the_hard_set_keeps_its_floors(database: Database) -> None:
     for language in ("en", "zh"):  # the service adds to the embedder, never loses
         row = table[language]
         assert row.recall_at_5 is not None and row.ceiling_at_5 is not None
-        # Within one needle: where the offload batches end moves chunk boundaries, and with
-        # them a needle or two either way (above). 2026-12-05, after issue 32's turn changes
-        # (explicit recall untouched): zh 0.737 against the ceiling's 0.750, one of 76.
-        assert row.recall_at_5 >= row.ceiling_at_5 - 1 / row.archived, row
+        # 2026-12-05: zh fell to 0.737 against the ceiling's 0.750 and zh dated to 0.15; the
+        # cause was the calibrated confidence floor applied within a named day, not jitter.
+        assert row.recall_at_5 >= row.ceiling_at_5, row
     assert table["all"].false_injection <= MAX_FALSE_INJECTION
     assert table["all"].twin_no_match >= MIN_TWIN_NO_MATCH
     assert table["all"].archived == table["all"].needles  # every fact had left the window

@@ -24,9 +24,10 @@ from app.core.rerank import (
 from app.core.rerank import (
     fuse as fuse_with,
 )
-from app.core.rewrite import RewrittenQuery, rewrite
+from app.core.rewrite import RewrittenQuery, rewrite, rewrite_alone
 from app.providers.fakes import WhitespaceCounter
 from app.services.policies import item_shape
+from app.services.recall import evidence_rules
 from app.settings import Settings
 from tests.builders import T0
 
@@ -354,3 +355,16 @@ def test_a_hit_below_the_confidence_floor_is_no_evidence_unless_it_names_the_ent
     assert [h.candidate.chunk_id for h in evidence([sure, unsure], rules, gated=True)] == ["s"]
     assert evidence([unsure], rules, gated=False) == []  # a topic never discussed: no match
     assert [h.candidate.chunk_id for h in evidence([named], rules, gated=True)] == ["n"]
+
+
+def test_a_question_naming_a_day_is_held_to_the_day_floor_not_the_confidence() -> None:
+    """The confidence was fitted on margins against the whole history; within one named day
+    the margins are smaller, and a confidence floor there turned most day questions into "no
+    match" (hard set, quick form: 11 of 13 Chinese ones)."""
+    asked = T0 + timedelta(days=60)
+    settings = SETTINGS.recall
+    day = evidence_rules(settings, rewrite_alone("2月9日我在家修好了什么？", asked), [], asked=True)
+    plain = evidence_rules(settings, rewrite_alone("我在家修好了什么？", asked), [], asked=True)
+    assert day.period is not None and day.min_margin == settings.asked_period_min_margin
+    assert day.min_confidence == 0.0
+    assert plain.period is None and plain.min_confidence == settings.asked_min_confidence
