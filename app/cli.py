@@ -9,7 +9,7 @@ import json
 import os
 import signal
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -350,6 +350,8 @@ def evaluate(settings: Settings, args: argparse.Namespace) -> None:
     config = EvalConfig.quick() if args.quick else EvalConfig()
     if args.seed is not None:
         config = EvalConfig(config.window, config.pressures, config.task_turns, args.seed)
+    if args.without_times:
+        config = replace(config, hard=replace(config.hard, timed=False))
     url = None if args.url else _migrate(settings)
     command = "ebbtide eval " + " ".join(sys.argv[2:])
     asyncio.run(run_eval(settings, config, args.out, url, args.url, args.api_key, command))
@@ -420,6 +422,11 @@ def main(argv: list[str] | None = None) -> None:
     evaluation.add_argument("--url", default=None, help="a running server instead of in-process")
     evaluation.add_argument("--api-key", default=None)
     evaluation.add_argument("--seed", type=int, default=None)
+    evaluation.add_argument(
+        "--without-times",
+        action="store_true",
+        help="the hard set posted without message times, as imported history is",
+    )
     sealing = commands.add_parser("encryption", help="encryption at rest of conversation text")
     sealing_actions = sealing.add_subparsers(dest="action", required=True)
     sealing_actions.add_parser("new-key", help="print a new Fernet key")

@@ -279,8 +279,8 @@ class RecallSettings(BaseModel):
         ge=0,
         le=1,
         description="POST /recall and the memory tool: a hit's margin counts as evidence only "
-        "at this confidence or more (its terms or a verbatim entity still count alone; a "
-        "question naming a day has `asked_period_min_margin` instead).",
+        "at this confidence or more (its terms or a verbatim entity still count alone; hits "
+        "said on a day the question names have `asked_period_min_margin` instead).",
     )
     confidence: ConfidenceSettings = ConfidenceSettings()
     # What a turn injects (app/core/injection.py): floors on the calibrated confidence, by

@@ -19,7 +19,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from app.core.dates import Period
-from app.core.rerank import ScoredHit, in_window
+from app.core.rerank import ScoredHit, in_window, said_on_the_day
 
 
 class CandidateOutcome(StrEnum):
@@ -82,6 +82,8 @@ def _outcomes(fused: Sequence[ScoredHit], d: RecallDecisions) -> dict[str, Candi
         if chunk_id not in d.held and not in_window(hit.candidate, d.window_seqs):
             eligible_rank.setdefault(chunk_id, len(eligible_rank))
     evidence = {hit.candidate.chunk_id for hit in d.evidence}
+    # Off the day only when the named day had candidates: otherwise the rest were judged.
+    day = d.period if said_on_the_day(fused, d.period) is not None else None
     outcomes = {}
     for hit in fused:
         chunk_id = hit.candidate.chunk_id
@@ -94,7 +96,7 @@ def _outcomes(fused: Sequence[ScoredHit], d: RecallDecisions) -> dict[str, Candi
         elif chunk_id in d.held:
             outcome = CandidateOutcome.HELD
         elif chunk_id not in evidence:
-            off_day = d.period is not None and not hit.candidate.said_within(d.period)
+            off_day = day is not None and not hit.candidate.said_within(day)
             outcome = CandidateOutcome.OFF_THE_DAY if off_day else CandidateOutcome.NOT_EVIDENCE
         elif chunk_id not in eligible_rank:
             outcome = CandidateOutcome.IN_WINDOW

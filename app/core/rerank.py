@@ -11,9 +11,10 @@ Policy:
   order stands and the caller flags it.
 - A hit must be evidence, not merely the nearest chunk (`evidence`): its margin over the
   query's median candidate (lifts aside), or a share of the query's terms, at the floors of
-  the caller (a turn, or recall asked for); a question naming a day is answered from that
-  day only. So an unrelated archive yields no hit and, for a reference question, the explicit
-  no-match line.
+  the caller (a turn, or recall asked for). A day the question names is a hint, not a wall:
+  its chunks are lifted, and answer alone when any was said then; when none was (nothing
+  said that day, or history imported without times) the rest answer. So an unrelated
+  archive yields no hit and, for a reference question, the explicit no-match line.
 - Packing: best first, at most k items and B tokens; one item at most `per_chunk_tokens`,
   cut to the sentences around the best match of the query, with a marker naming the chunk;
   chunks wholly inside the window and repeated ids are skipped; the block lists the items in
@@ -232,11 +233,14 @@ def judged(hits: Sequence[ScoredHit], scores: Sequence[float], floor: float) -> 
     return [hit for hit in reorder(hits[: len(scores)], scores) if hit.score >= floor]
 
 
-def said_on_the_day(hits: Sequence[ScoredHit], period: Period | None) -> list[ScoredHit]:
-    """A question that names a day is answered from that day only."""
+def said_on_the_day(hits: Sequence[ScoredHit], period: Period | None) -> list[ScoredHit] | None:
+    """The hits said on the day the question names. None when it names none, or when none of
+    the candidates was said then (nothing said that day, or history imported without times):
+    a named day is a hint, not a wall, and the rest answer by the usual floors."""
     if period is None:
-        return list(hits)
-    return [h for h in hits if h.candidate.said_within(period)]
+        return None
+    that_day = [h for h in hits if h.candidate.said_within(period)]
+    return that_day or None
 
 
 @dataclass(frozen=True)
@@ -247,6 +251,14 @@ class EvidenceRules:
     words_only: bool = False  # no vector scores at all
     entities: bool = False  # an entity of the query found verbatim is evidence on its own
     period: Period | None = None  # the day the question names
+    period_min_margin: float | None = None  # the floor of hits said that day (None: min_margin)
+
+    def within_the_day(self) -> EvidenceRules:
+        """The rules for the hits said on the named day. The day identifies them, so their
+        words may match less: their own margin floor, and no confidence floor (it was fitted
+        on margins against the whole history, not within one day)."""
+        margin = self.min_margin if self.period_min_margin is None else self.period_min_margin
+        return replace(self, min_margin=margin, min_confidence=0.0)
 
 
 def evidence(hits: Sequence[ScoredHit], rules: EvidenceRules, *, gated: bool) -> list[ScoredHit]:
@@ -256,12 +268,16 @@ def evidence(hits: Sequence[ScoredHit], rules: EvidenceRules, *, gated: bool) ->
     embedder's similarities are compressed and shift from query to query. `words_only` (no
     vectors: the embedder down, busy, or of another model than the archive's): the terms, or
     an entity of the query verbatim; `entities`: such an entity counts with vectors too (recall
-    asked for by name: "Zorblax"). A question that names a day is answered from that day
-    only. Ungated (asked for, a reference word, `force`) the best hits are returned whenever
-    one is evidence, nothing otherwise; gated (automatic) only the hits that are evidence
-    themselves. A margin holds only with a calibrated confidence of `min_confidence` or more
-    (a topic never discussed still has a nearest chunk, and one that leads the median)."""
-    hits = said_on_the_day(hits, rules.period)
+    asked for by name: "Zorblax"). A question that names a day is answered from the hits said
+    that day (`within_the_day`) when there are any, from the rest otherwise
+    (`said_on_the_day`). Ungated (asked for, a reference word, `force`) the best hits are
+    returned whenever one is evidence, nothing otherwise; gated (automatic) only the hits that
+    are evidence themselves. A margin holds only with a calibrated confidence of
+    `min_confidence` or more (a topic never discussed still has a nearest chunk, and one that
+    leads the median)."""
+    that_day = said_on_the_day(hits, rules.period)
+    if that_day is not None:
+        hits, rules = that_day, rules.within_the_day()
 
     def holds(hit: ScoredHit) -> bool:
         worded = (hit.candidate.lexical_score or 0) >= rules.min_share > 0

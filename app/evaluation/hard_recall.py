@@ -55,6 +55,9 @@ class HardConfig:
     window: int = 8000
     pressures: tuple[float, ...] = (1, 3, 10)
     seed: int = 7
+    # False: history posted without times, as an import or a client that sends none would:
+    # every message carries the moment it was posted, so no day a question names was seen.
+    timed: bool = True
 
     @classmethod
     def quick(cls) -> HardConfig:
@@ -111,10 +114,9 @@ class PressureRun:
         return tracker.report()
 
 
-def to_message(planned: PlannedMessage) -> Message:
-    return Message.of(
-        planned.role, planned.content, name=planned.name, created_at=planned.created_at
-    )
+def to_message(planned: PlannedMessage, *, timed: bool = True) -> Message:
+    at = planned.created_at if timed else None
+    return Message.of(planned.role, planned.content, name=planned.name, created_at=at)
 
 
 def covered_at(answers: Sequence[str], texts: Sequence[str]) -> int | None:
@@ -136,11 +138,17 @@ def _top_confidence(result: RecallResult) -> float | None:
 
 
 async def _ingest(
-    ctx: ServiceContext, session: str, chat: Conversation, window: int, prefix: PrefixTracker
+    ctx: ServiceContext,
+    session: str,
+    chat: Conversation,
+    window: int,
+    prefix: PrefixTracker,
+    timed: bool,
 ) -> TurnResult:
     last: TurnResult | None = None
     for messages in chat.turns:
-        last = await post(ctx, session, [to_message(m) for m in messages], context_window=window)
+        posted = [to_message(m, timed=timed) for m in messages]
+        last = await post(ctx, session, posted, context_window=window)
         prefix.record(last.messages, offloaded=last.offload.triggered)
     assert last is not None
     return last
@@ -182,6 +190,7 @@ async def _ask_turns(
     window: int,
     seed: int,
     prefix: PrefixTracker,
+    timed: bool,
 ) -> dict[tuple[str, bool], TurnResult]:
     """Every question and twin as a turn, shuffled; (needle id, is twin) → the turn's result."""
     asks = [(n, twin) for n in chat.needles for twin in (False, True)]
@@ -191,7 +200,7 @@ async def _ask_turns(
     for index, (needle, twin) in enumerate(asks):
         at = chat.asked_at + timedelta(minutes=index)
         text = needle.twin if twin else needle.question
-        question = to_message(PlannedMessage("user", text, at))
+        question = to_message(PlannedMessage("user", text, at), timed=timed)
         messages = [reply, question] if reply is not None else [question]
         result = await post(ctx, session, messages, context_window=window)
         prefix.record(result.messages, offloaded=result.offload.triggered)
@@ -208,11 +217,12 @@ async def run_conversation(
     seed: int,
     prefix: PrefixTracker,
     seen: HardRecallSeen = lambda *_: None,
+    timed: bool = True,
 ) -> tuple[list[QuestionOutcome], list[float]]:
-    """The conversation's turns, then a search and a turn per question and twin; `prefix`
-    follows every turn's prompt, `seen` hears of every search."""
+    """The conversation's turns (with their times when `timed`), then a search and a turn per
+    question and twin; `prefix` follows every turn's prompt, `seen` hears of every search."""
     session = f"{chat.session}-{pressure:g}x-{uuid.uuid4().hex[:6]}"
-    last = await _ingest(ctx, session, chat, window, prefix)
+    last = await _ingest(ctx, session, chat, window, prefix, timed)
     recalled: dict[tuple[str, bool], RecallResult] = {}
     search_ms = []
     for needle in chat.needles:
@@ -223,7 +233,7 @@ async def run_conversation(
             if not _in_window(last, needle):
                 seen(needle, twin, result)
             search_ms.append(result.timings_ms.get("search", 0.0))
-    turns = await _ask_turns(ctx, session, chat, window, seed, prefix)
+    turns = await _ask_turns(ctx, session, chat, window, seed, prefix, timed)
     outcomes = []
     for needle in chat.needles:
         asked, twin_asked = recalled[(needle.id, False)], recalled[(needle.id, True)]
@@ -300,7 +310,7 @@ async def run_pressure(
     for chat in chats:
         prefix = PrefixTracker(ctx.counter.count)
         outcomes, search_ms = await run_conversation(
-            ctx, chat, pressure, config.window, config.seed, prefix, seen
+            ctx, chat, pressure, config.window, config.seed, prefix, seen, config.timed
         )
         run.steady_prefix += prefix.steady
         run.offload_prefix += prefix.offload

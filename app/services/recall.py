@@ -378,7 +378,7 @@ async def _ranked_evidence(
     floors step in only when it fails; otherwise the floors decide and it reorders."""
     floor = ctx.settings.reranker.judge_floor
     if ctx.reranker is not None and floor is not None:
-        candidates = rerank.said_on_the_day(hits, rules.period)
+        candidates = rerank.said_on_the_day(hits, rules.period) or hits
         scores = await _reranker_scores(ctx, query, candidates) if candidates else []
         if scores is not None:
             return rerank.judged(candidates, scores, floor), None
@@ -420,18 +420,11 @@ def evidence_rules(
 ) -> EvidenceRules:
     """The floors of the caller: a turn's (`auto_*`), or recall asked for (`asked_*`, where a
     named day has a floor of its own and a verbatim entity counts)."""
-    margin = settings.asked_min_margin if asked else settings.auto_min_margin
-    min_confidence = settings.asked_min_confidence if asked else 0.0
-    if asked and query.period is not None:
-        # The day is the evidence: hits said that day have their own margin floor, and the
-        # confidence was fitted on margins against the whole history, not within one day
-        # (with it, 11 of 13 Chinese day questions of the hard set's quick form got "no match").
-        margin = settings.asked_period_min_margin
-        min_confidence = 0.0
     return EvidenceRules(
-        min_margin=margin,
+        min_margin=settings.asked_min_margin if asked else settings.auto_min_margin,
         min_share=settings.asked_min_share if asked else settings.auto_min_share,
-        min_confidence=min_confidence,
+        min_confidence=settings.asked_min_confidence if asked else 0.0,
+        period_min_margin=settings.asked_period_min_margin if asked else None,
         words_only=all(h.candidate.vector_score is None for h in hits),
         entities=asked,
         period=query.period,

@@ -338,7 +338,7 @@ async def test_the_same_question_on_the_same_archive_gets_the_same_answer(
     assert [r.score for r in first.results] == [r.score for r in second.results]
 
 
-async def test_a_named_day_is_answered_from_that_day(ctx: ServiceContext) -> None:
+async def test_a_named_day_is_a_hint_not_a_wall(ctx: ServiceContext) -> None:
     monday = datetime(2026, 3, 9, 12, 0, tzinfo=UTC)
     said = [
         ("Fixed the dripping tap in the kitchen with a new washer.", monday),
@@ -353,11 +353,30 @@ async def test_a_named_day_is_answered_from_that_day(ctx: ServiceContext) -> Non
         await run_turn(ctx, turn_input("r22", [filler], **WINDOW))
     asked = monday + timedelta(days=20)
     on_the_day = await recall_query(
-        ctx, "local", "r22", "What repair did I do on 9 March?", 5, asked_at=asked
+        ctx, "local", "r22", "What repair did I do in the kitchen on 9 March?", 5, asked_at=asked
     )
     assert on_the_day.results and "washer" in on_the_day.results[0].text
     assert all(r.ts.date() == monday.date() for r in on_the_day.results)
+    # Nothing at all was said on 2 March: the rest answer, by the usual floors.
     nothing_said = await recall_query(
-        ctx, "local", "r22", "What repair did I do on 2 March?", 5, asked_at=asked
+        ctx, "local", "r22", "What repair did I do in the kitchen on 2 March?", 5, asked_at=asked
     )
-    assert nothing_said.results == () and nothing_said.message == "no match"
+    assert nothing_said.results and "washer" in nothing_said.results[0].text
+    assert nothing_said.message is None
+
+
+async def test_history_posted_without_times_still_answers_a_named_day(
+    ctx: ServiceContext,
+) -> None:
+    """Imported history: no message carries its time, so every chunk holds the moment it was
+    posted; a question about "last Friday" is answered from them all."""
+    await run_turn(
+        ctx, turn_input("r23", [user("Fixed the kitchen tap with a new washer.")], **WINDOW)
+    )
+    for t in range(12):
+        await run_turn(ctx, turn_input("r23", [user(f"filler {t} " + words(120))], **WINDOW))
+    asked = ctx.clock() + timedelta(days=30)
+    found = await recall_query(
+        ctx, "local", "r23", "What did I fix in the kitchen last Friday?", 5, asked_at=asked
+    )
+    assert found.results and "washer" in found.results[0].text

@@ -73,6 +73,13 @@ def test_a_candidate_said_on_another_day_than_the_question_names_is_off_the_day(
     }
 
 
+def test_no_candidate_is_off_a_day_nothing_was_said_on() -> None:
+    day = Period(T0 + timedelta(days=9), T0 + timedelta(days=10))
+    earlier = hit("earlier", 0.9, first_ts=T0)
+    found = outcomes(trace_candidates([earlier], decide([], period=day, top_k=5), limit=5))
+    assert found == {"earlier": CandidateOutcome.NOT_EVIDENCE}  # judged, not filtered out
+
+
 def test_the_trace_keeps_the_best_candidates_and_every_injected_one() -> None:
     fused = [hit(f"c{i}", 1 - i / 100) for i in range(30)]
     traces = trace_candidates(fused, decide([fused[25]], injected={"c25"}), limit=3)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from app.core.dates import Period
@@ -18,6 +19,7 @@ from app.core.rerank import (
     names_speaker,
     pack,
     reorder,
+    said_on_the_day,
     shifted_query,
     truncate_to_tokens,
 )
@@ -357,14 +359,35 @@ def test_a_hit_below_the_confidence_floor_is_no_evidence_unless_it_names_the_ent
     assert [h.candidate.chunk_id for h in evidence([named], rules, gated=True)] == ["n"]
 
 
-def test_a_question_naming_a_day_is_held_to_the_day_floor_not_the_confidence() -> None:
+def test_hits_said_on_the_named_day_have_the_day_floor_and_no_confidence_floor() -> None:
     """The confidence was fitted on margins against the whole history; within one named day
     the margins are smaller, and a confidence floor there turned most day questions into "no
     match" (hard set, quick form: 11 of 13 Chinese ones)."""
+    day = Period(T0 + timedelta(days=1), T0 + timedelta(days=2))
+    that_day = make_candidate("day", first_ts=T0 + timedelta(days=1, hours=2))
+    hits = [ScoredHit(that_day, 0.2, 0, margin=0.01, confidence=0.02)]
+    rules = EvidenceRules(0.05, 0.5, min_confidence=0.1, period=day, period_min_margin=0.005)
+    assert evidence(hits, rules, gated=True) == hits
+    assert evidence(hits, replace(rules, period=None), gated=True) == []
+
+
+def test_a_named_day_nothing_was_said_on_leaves_the_rest_to_answer_by_the_usual_floors() -> None:
+    """History imported without times, or a day with no message: a hint, not a wall."""
+    day = Period(T0 + timedelta(days=9), T0 + timedelta(days=10))
+    strong = ScoredHit(make_candidate("strong", first_ts=T0), 0.3, 0, margin=0.2, confidence=0.6)
+    weak = ScoredHit(make_candidate("weak", first_ts=T0), 0.2, 0, margin=0.01, confidence=0.02)
+    rules = EvidenceRules(0.05, 0.5, min_confidence=0.1, period=day, period_min_margin=0.005)
+    assert said_on_the_day([strong, weak], day) is None
+    assert evidence([strong, weak], rules, gated=True) == [strong]
+    assert evidence([weak], rules, gated=True) == []  # the day's low floor is not theirs
+
+
+def test_recall_asked_for_gives_a_named_day_its_own_margin_floor() -> None:
     asked = T0 + timedelta(days=60)
     settings = SETTINGS.recall
-    day = evidence_rules(settings, rewrite_alone("2月9日我在家修好了什么？", asked), [], asked=True)
-    plain = evidence_rules(settings, rewrite_alone("我在家修好了什么？", asked), [], asked=True)
-    assert day.period is not None and day.min_margin == settings.asked_period_min_margin
-    assert day.min_confidence == 0.0
-    assert plain.period is None and plain.min_confidence == settings.asked_min_confidence
+    question = rewrite_alone("2月9日我在家修好了什么？", asked)
+    day = evidence_rules(settings, question, [], asked=True)
+    turn = evidence_rules(settings, question, [], asked=False)
+    assert day.period is not None and day.period_min_margin == settings.asked_period_min_margin
+    assert day.min_confidence == settings.asked_min_confidence  # for the hits of other days
+    assert turn.period_min_margin is None and turn.min_confidence == 0.0
