@@ -226,7 +226,7 @@ class RecallSettings(BaseModel):
     """Recall (docs/DESIGN.md §4): candidates, fusion, budget."""
 
     inline_embed_chunks: int = Field(
-        8,
+        24,
         ge=0,
         le=1000,
         description="A recall that meets chunks of its own session still queued embeds up to "
@@ -234,7 +234,7 @@ class RecallSettings(BaseModel):
         "session's chunks ahead of the line).",
     )
     inline_embed_timeout_s: float = Field(
-        2.0,
+        3.0,
         gt=0,
         description="How long a recall waits for those vectors; past it the chunks are found "
         "by their words.",

@@ -49,7 +49,12 @@ class Mode:
     inline_timeout_s: float
 
 
-MODES = (Mode("queue", 0, 2.0), Mode("inline 8/2s", 8, 2.0), Mode("inline 64/4s", 64, 4.0))
+MODES = (
+    Mode("queue", 0, 2.0),
+    Mode("inline 8/2s", 8, 2.0),
+    Mode("inline 24/3s", 24, 3.0),
+    Mode("inline 64/4s", 64, 4.0),
+)
 
 
 @dataclass(frozen=True)
