@@ -431,9 +431,21 @@ class NotesSettings(BaseModel):
     max_done: int = Field(5, ge=1, description="Done lines kept (and confirmed actions shown).")
     max_open: int = Field(8, ge=1, description="Open tasks kept.")
     max_decisions: int = Field(5, ge=1, description="Newest decisions shown.")
-    max_key_facts: int = Field(8, ge=1, description="Newest numbers and names shown.")
+    max_key_facts: int = Field(
+        16,
+        ge=1,
+        description="Newest key facts shown: what the user stated (amounts, dates, parties, "
+        "identifiers) and other numbers.",
+    )
     min_shared_for_done: int = Field(
         2, ge=1, description="Content words a done line shares with the open task it closes."
+    )
+    merge_similarity: float = Field(
+        0.8,
+        gt=0,
+        le=1,
+        description="Two open items or constraints whose content words overlap this much "
+        "(Jaccard) are one: the first stays, with its source turn.",
     )
     min_content_kept: float = Field(
         0.6,

@@ -402,12 +402,31 @@ class RecallResponse(_View):
 class FactView(_View):
     id: int | None = Field(description="None for a fact first written by this very turn.")
     kind: Literal[
-        "constraint", "preference", "number", "name", "pending_action", "decision", "option"
+        "constraint",
+        "preference",
+        "number",
+        "name",
+        "pending_action",
+        "decision",
+        "option",
+        "amount",
+        "date",
+        "party",
+        "identifier",
     ]
-    text: str = Field(description="The source sentence, verbatim.")
+    text: str = Field(
+        description="The source sentence, verbatim; for a stated fact (amount, date, party, "
+        "identifier) its subject, value and the words said."
+    )
     source_turn: int
     source_seq: int | None
     role: str
+    subject: str | None = Field(None, description="What a stated fact is of: 'pilot budget'.")
+    value: str | None = Field(
+        None,
+        description="A stated fact's normalised value: '48500 EUR', '2027-03-14', a name or "
+        "an identifier as written.",
+    )
 
 
 class NotesView(_View):

@@ -13,6 +13,16 @@ Policy (a summary must never weaken a constraint, docs/DESIGN.md §1):
   open pending action, preferring one it shares content with.
 - A decision that points at an option by its ordinal ("第二个方案", "the second one") carries
   that option's text, so the decision still names it after the list left the window.
+- What a user's sentence states (app/core/stated.py) is kept apart, one fact per amount, day,
+  party or identifier, with its subject and normalised value ("pilot budget" / "48500 EUR").
+  A later statement of the same kind whose subject shares a content word supersedes it (an
+  amount only by one of the same kind of unit: money by money); facts of one message never
+  supersede each other. A change sentence whose stated facts superseded something makes no
+  decision besides, unless a constraint or other fact of its own is what it changes. A
+  sentence with a stated amount or day is not also a number fact.
+- Two constraints, preferences or pending actions whose content words overlap at
+  `near_duplicate` or more are one (the first stands, with its source), unless they differ in
+  a number or a short code ("crate A" is not "crate C").
 - Bounded: at most `max_active` facts of a kind are active. Past that the oldest of the kind
   expires (kept, with its source, but out of the notes); its words stay in the transcript and
   the archive, where recall finds them. The newest statement of a kind is the likeliest to
@@ -23,10 +33,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import date, datetime
 from enum import StrEnum
 
-from app.core.lexical import distinct_terms
+from app.core.lexical import distinct_terms, term_set
+from app.core.stated import DayContext, Stated, StatedKind, stated_in, states_nothing
 
 
 class FactKind(StrEnum):
@@ -37,6 +49,18 @@ class FactKind(StrEnum):
     PENDING_ACTION = "pending_action"
     DECISION = "decision"
     OPTION = "option"
+    AMOUNT = "amount"
+    DATE = "date"
+    PARTY = "party"
+    IDENTIFIER = "identifier"
+
+
+STATED_KINDS = {
+    StatedKind.AMOUNT: FactKind.AMOUNT,
+    StatedKind.DATE: FactKind.DATE,
+    StatedKind.PARTY: FactKind.PARTY,
+    StatedKind.IDENTIFIER: FactKind.IDENTIFIER,
+}
 
 
 class FactStatus(StrEnum):
@@ -56,6 +80,8 @@ class Fact:
     ordinal: int | None = None
     status: FactStatus = FactStatus.ACTIVE
     id: int | None = None
+    subject: str | None = None  # a stated fact's subject: "pilot budget"
+    value: str | None = None  # a stated fact's normalised value: "48500 EUR"
 
 
 @dataclass(frozen=True)
@@ -64,6 +90,7 @@ class SourceMessage:
     turn: int
     role: str
     text: str
+    said_at: datetime | None = None
 
 
 @dataclass
@@ -84,7 +111,7 @@ class FactChanges:
 CONSTRAINT_ZH = tuple(
     "只 仅 不要 不能 不得 禁止 必须 务必 一定要 不许 严禁 至少 最多 不超过".split()
 )
-PREFERENCE_ZH = tuple("喜欢 偏好 希望 最好 倾向".split())
+PREFERENCE_ZH = tuple("喜欢 偏好 希望 最好 倾向 尽量".split())
 DECISION_ZH = tuple("决定 定了 就用 选用 采用 就按 确定用".split())
 CHANGE_ZH = tuple("改成 换成 改为 换为 改用".split())
 CANCEL_ZH = tuple("取消 算了 不用了 不需要了".split())
@@ -99,6 +126,17 @@ DECISION_EN = re.compile(
     r"\b(decided|let's go with|let us go with|we'll go with|we will use|we'll use|agreed to|"
     r"chose|going with|settled on|go with)\b",
     re.IGNORECASE,
+)
+# A choice made without a decision word: "we'll refund to the card rather than issue a credit
+# note", "走陆运，不走空运", "那京都住三晚" (那 answering a suggestion).
+CHOICE_EN = re.compile(
+    r"\b(?:we|we'll|we're|we will|we are|let's|let us|i'll|i will)\b.*"
+    r"\b(?:rather than|instead of|as the \w+, not|, not)\b",
+    re.IGNORECASE,
+)
+CHOICE_ZH = re.compile(
+    r"[，,]\s*(?:就|也|而|都)?不再?(?!能|要|会|得|许|超过|少于|低于|高于|行|对|错|好|太|够|过|了|知道|然|同|少|多|是|一定)"
+    r"[\u4e00-\u9fff]|就?不考虑|^那(?:就|还是|我们)?(?![么你他她它些样只个家位天次边里种条件本张时年儿])[\u4e00-\u9fff]"
 )
 CHANGE_EN = re.compile(r"\b(change\b.{0,40}?\bto|switch to|instead|replace)\b", re.I)
 CANCEL_EN = re.compile(r"\b(cancel|no longer|forget about|never mind|scrap)\b", re.IGNORECASE)
@@ -266,8 +304,12 @@ def classify(sentence: str) -> FactKind | None:
         return FactKind.DECISION
     if _has_constraint_zh(sentence) or _has_constraint_en(sentence):
         return FactKind.CONSTRAINT
+    if CHOICE_EN.search(sentence):
+        return FactKind.DECISION
     if any(cue in sentence for cue in PREFERENCE_ZH) or PREFERENCE_EN.search(sentence):
         return FactKind.PREFERENCE
+    if CHOICE_ZH.search(sentence):
+        return FactKind.DECISION
     if NUMBER.search(sentence):
         return FactKind.NUMBER
     return None
@@ -289,6 +331,54 @@ def _best_related(sentence: str, candidates: Sequence[Fact]) -> Fact | None:
     return max(scored, key=lambda s: (s[0], s[1]))[2] if scored else None
 
 
+_MONEY_UNITS = frozenset({"EUR", "USD", "GBP", "JPY", "CNY"})
+
+
+def _unit_class(value: str | None) -> str:
+    unit = (value or "").partition(" ")[2]
+    return "money" if unit in _MONEY_UNITS else unit
+
+
+def _last_day(active: Sequence[Fact]) -> date | None:
+    """The newest day the conversation's facts hold: it places a bare "the 20th"."""
+    days = [f for f in active if f.kind is FactKind.DATE and f.value]
+    if not days:
+        return None
+    try:
+        return date.fromisoformat(
+            max(days, key=lambda f: (f.source_seq or 0, f.id or 0)).value or ""
+        )
+    except ValueError:
+        return None
+
+
+def subject_terms(subject: str | None) -> frozenset[str]:
+    """A stated fact's subject as terms: English words and stems, Chinese bigrams (single
+    characters would make 年度预算 and 报价一年 one subject), without stop words."""
+    return frozenset(t for t in term_set(subject or "") if t not in STOP_TOKENS)
+
+
+def _subjects_meet(one: Fact, other: Fact) -> bool:
+    mine, theirs = subject_terms(one.subject), subject_terms(other.subject)
+    return bool(mine & theirs) or not (mine or theirs)
+
+
+def _same_subject(fact: Fact, active: Sequence[Fact]) -> Fact | None:
+    """The newest active fact of the same kind, said in another message, whose subject shares
+    a content word with this one's (amounts: of the same kind of unit)."""
+    mine = subject_terms(fact.subject)
+    if not mine:
+        return None
+    for old in reversed(active):
+        if old.source_seq == fact.source_seq and old.source_turn == fact.source_turn:
+            continue
+        if fact.kind is FactKind.AMOUNT and _unit_class(old.value) != _unit_class(fact.value):
+            continue
+        if mine & subject_terms(old.subject):
+            return old
+    return None
+
+
 def _has_cjk(text: str) -> bool:
     return bool(re.search(r"[\u4e00-\u9fff]", text))
 
@@ -297,6 +387,22 @@ def _replacement_text(sentence: str, old: Fact) -> str:
     if _has_cjk(sentence):
         return f"{sentence}（取代：{old.text}）"
     return f"{sentence} (replaces: {old.text})"
+
+
+MERGED_KINDS = (FactKind.CONSTRAINT, FactKind.PREFERENCE, FactKind.PENDING_ACTION)
+
+
+def overlap(one: str, other: str) -> float:
+    """Jaccard overlap of two texts' content words: 1.0 for the same thing said twice, and
+    0.0 when they differ in a number or a short code ("crate A" is not "crate C")."""
+    mine, theirs = content_tokens(one), content_tokens(other)
+    if not (mine and theirs) or any(_distinguishes(t) for t in mine ^ theirs):
+        return 0.0
+    return len(mine & theirs) / len(mine | theirs)
+
+
+def _distinguishes(token: str) -> bool:
+    return any(ch.isdigit() for ch in token) or (token.isascii() and len(token) <= 2)
 
 
 MUTABLE = (
@@ -313,25 +419,37 @@ USER_ONLY = (FactKind.CONSTRAINT, FactKind.PREFERENCE, FactKind.NUMBER, FactKind
 class _Extraction:
     """Walks new messages in order, keeping the active facts current as it goes."""
 
-    def __init__(self, active: Sequence[Fact]) -> None:
+    def __init__(self, active: Sequence[Fact], near_duplicate: float) -> None:
+        self.near_duplicate = near_duplicate
         self.live: list[Fact] = list(active)
         self.changes = FactChanges()
+        self.days = DayContext(last_day=_last_day(active))
 
     def add(self, fact: Fact) -> int:
         if any(f.text == fact.text and f.status is FactStatus.ACTIVE for f in self.live):
             return -1
+        if fact.kind in MERGED_KINDS and any(
+            f.kind is fact.kind and overlap(f.text, fact.text) >= self.near_duplicate
+            for f in self.active(fact.kind)
+        ):
+            return -1  # the same constraint said again: the first, with its source, stands
+        if fact.value is not None and any(
+            f.kind is fact.kind
+            and f.value == fact.value
+            and f.status is FactStatus.ACTIVE
+            and _subjects_meet(f, fact)
+            for f in self.live
+        ):
+            return -1  # stated again of the same subject: the first statement stands
         self.changes.new.append(fact)
         self.live.append(fact)
         return len(self.changes.new) - 1
 
     def retire(self, old: Fact, status: FactStatus, by: int | None = None) -> None:
-        self.live = [
-            f if f is not old else Fact(**{**f.__dict__, "status": status}) for f in self.live
-        ]
+        self.live = [f if f is not old else replace(f, status=status) for f in self.live]
         if old.id is None:  # written by this same batch: store it already retired
             self.changes.new = [
-                Fact(**{**f.__dict__, "status": status}) if f is old else f
-                for f in self.changes.new
+                replace(f, status=status) if f is old else f for f in self.changes.new
             ]
             return
         if status is FactStatus.RESOLVED:
@@ -375,8 +493,14 @@ class _Extraction:
             return f"{sentence}（第{ordinal}个方案：{option.text}）"
         return f"{sentence} (option {ordinal}: {option.text})"
 
-    def change(self, sentence: str, message: SourceMessage, cancel_only: bool) -> None:
+    def change(
+        self, sentence: str, message: SourceMessage, cancel_only: bool, stated: bool
+    ) -> None:
+        """`stated`: the sentence's stated facts already superseded what they changed; with
+        no other related fact it makes no decision besides."""
         old = _best_related(sentence, self.active(*MUTABLE))
+        if old is None and stated:
+            return
         text = self.annotate(sentence)
         kind = FactKind.DECISION
         if old is not None and not cancel_only and old.kind is not FactKind.DECISION:
@@ -385,27 +509,60 @@ class _Extraction:
         if old is not None:
             self.retire(old, FactStatus.SUPERSEDED, index)
 
+    def state(self, stated: Stated, message: SourceMessage) -> bool:
+        """Adds one stated fact; answers whether it superseded an earlier one."""
+        kind = STATED_KINDS[stated.kind]
+        text = f"{stated.subject}: {stated.value}" if stated.subject else stated.value
+        if stated.words != stated.value:
+            text += f" ({stated.words})"
+        fact = Fact(
+            kind,
+            text,
+            message.turn,
+            message.seq,
+            message.role,
+            subject=stated.subject,
+            value=stated.value,
+        )
+        old = _same_subject(fact, self.active(kind))
+        index = self.add(fact)
+        if old is not None and index >= 0:
+            self.retire(old, FactStatus.SUPERSEDED, index)
+        return old is not None and index >= 0
+
     def sentence(self, sentence: str, message: SourceMessage) -> None:
+        stated = stated_in(sentence, message.said_at, self.days) if message.role == "user" else []
+        superseded = [self.state(s, message) for s in stated]
         if message.role == "user" and CONFIRM.search(sentence) and not PENDING.search(sentence):
             self.confirm(sentence)
             return
+        # a question or a hypothetical decides and changes nothing
+        undecided = states_nothing(sentence)
         if _is_change(sentence) or _is_cancel(sentence):
-            if message.role == "user":
-                self.change(sentence, message, cancel_only=not _is_change(sentence))
+            if message.role == "user" and not undecided:
+                cancel_only = not _is_change(sentence)
+                self.change(sentence, message, cancel_only, stated=any(superseded))
             return
         kind = classify(sentence)
         if kind is None or (kind in USER_ONLY and message.role != "user"):
             return
+        if (kind is FactKind.NUMBER and stated) or (kind is FactKind.DECISION and undecided):
+            return  # a number's amounts and days are facts of their own
         text = self.annotate(sentence) if kind is FactKind.DECISION else sentence
         self.add(Fact(kind, text, message.turn, message.seq, message.role))
 
 
 def extract(
-    messages: Sequence[SourceMessage], active: Sequence[Fact], max_active: int | None = None
+    messages: Sequence[SourceMessage],
+    active: Sequence[Fact],
+    max_active: int | None = None,
+    near_duplicate: float = 0.8,
 ) -> FactChanges:
     """The fact changes the new messages make, given the facts active before them (oldest
-    first); `max_active`: the bound per kind (None: unbounded)."""
-    run = _Extraction(active)
+    first); `max_active`: the bound per kind (None: unbounded); `near_duplicate`: the overlap
+    of content words at which a constraint, preference or pending action is one already
+    active."""
+    run = _Extraction(active, near_duplicate)
     for message in messages:
         found = options_in(message.text)
         text = message.text
@@ -434,5 +591,5 @@ def apply(facts: Sequence[Fact], changes: FactChanges) -> list[Fact]:
             return FactStatus.EXPIRED
         return fact.status
 
-    updated = [Fact(**{**f.__dict__, "status": status(f)}) for f in facts]
+    updated = [replace(f, status=status(f)) for f in facts]
     return updated + list(changes.new)

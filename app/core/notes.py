@@ -26,6 +26,7 @@ from app.core.facts import (
     FactStatus,
     SourceMessage,
     content_tokens,
+    overlap,
     sentences,
 )
 
@@ -37,6 +38,15 @@ GOAL_CUES = re.compile(
 NEW_GOAL = re.compile(r"(新目标|目标改为|目标变成|\bnew goal\b|\bgoal is now\b)", re.IGNORECASE)
 TASK_CUES = re.compile(
     r"^(请|帮我|麻烦|需要|要做|please\b|can you\b|could you\b)|\b(todo|to-do|need to)\b",
+    re.IGNORECASE,
+)
+# A request for information is answered by a reply, not done by an action: "Please give me a
+# detailed comparison of …" leaves the open items when the assistant's answer comes.
+INFO_REQUEST = re.compile(
+    r"\b(?:give me|tell me|show me|explain|compare|comparison|list (?:all|the|every|me)|"
+    r"summari[sz]e|overview|"
+    r"describe|what|which|how|why|look up|find out|check whether)\b"
+    r"|介绍|解释|比较|对比|列出|列一下|告诉我|查一下|查查|说明|总结|分析|有哪些|是什么|怎么|为什么",
     re.IGNORECASE,
 )
 DONE_CUES = re.compile(
@@ -57,6 +67,7 @@ class NotesLimits:
     max_key_facts: int
     min_shared_for_done: int  # content words a done line shares with the task it closes
     min_content_kept: float  # share of a constraint's content words a line must keep
+    merge_similarity: float = 0.8  # content-word overlap (Jaccard) at which two items are one
 
 
 @dataclass
@@ -79,6 +90,17 @@ def _finishes(done_text: str, task_text: str, min_shared: int) -> bool:
     return len(content_tokens(done_text) & content_tokens(task_text)) >= min_shared
 
 
+def _answers(reply: str, task: dict[str, Any], limits: NotesLimits) -> bool:
+    """An assistant reply that is no question of its own answers an earlier request for
+    information it shares content words with."""
+    asked_back = reply.rstrip().endswith(("?", "？"))
+    return (
+        bool(task.get("asks"))
+        and not asked_back
+        and _finishes(reply, task["text"], limits.min_shared_for_done)
+    )
+
+
 def update_body(
     body: NotesBody, messages: Sequence[SourceMessage], limits: NotesLimits
 ) -> NotesBody:
@@ -89,8 +111,11 @@ def update_body(
             if message.role == "user":
                 if NEW_GOAL.search(sentence) or (goal is None and GOAL_CUES.search(sentence)):
                     goal = sentence
-                elif TASK_CUES.search(sentence):
-                    open_items.append({"text": sentence, "turn": message.turn})
+                elif TASK_CUES.search(sentence) and not any(
+                    overlap(sentence, o["text"]) >= limits.merge_similarity for o in open_items
+                ):
+                    asks = bool(INFO_REQUEST.search(sentence))
+                    open_items.append({"text": sentence, "turn": message.turn, "asks": asks})
             elif DONE_CUES.search(sentence):
                 done.append({"text": sentence, "turn": message.turn})
                 open_items = [
@@ -98,6 +123,14 @@ def update_body(
                     for o in open_items
                     if not _finishes(sentence, o["text"], limits.min_shared_for_done)
                 ]
+        if message.role != "user":
+            answered = [
+                o
+                for o in open_items
+                if o["turn"] < message.turn and _answers(message.text, o, limits)
+            ]
+            done += [{"text": f"answered: {o['text']}", "turn": message.turn} for o in answered]
+            open_items = [o for o in open_items if o not in answered]
     return NotesBody(goal=goal, done=done[-limits.max_done :], open=open_items[-limits.max_open :])
 
 
@@ -109,6 +142,15 @@ class _Item:
     order: int  # older first within a priority
 
 
+# What the user stated (amounts, days, parties, identifiers) and other sentences with numbers.
+KEY_FACT_KINDS = (
+    FactKind.AMOUNT,
+    FactKind.DATE,
+    FactKind.PARTY,
+    FactKind.IDENTIFIER,
+    FactKind.NUMBER,
+    FactKind.NAME,
+)
 SECTIONS = ("Goal", "Constraints", "Open items", "Decisions", "Key facts", "Done")
 PRIORITY = {"Done": 0, "Key facts": 1, "Decisions": 2, "Goal": 3, "Open items": 4, "Constraints": 5}
 
@@ -133,9 +175,10 @@ def _items(body: NotesBody, facts: Sequence[Fact], limits: NotesLimits) -> list[
         add("Open items", f"{task['text']} (turn {task['turn']})", task["turn"])
     for fact in by_kind.get(FactKind.DECISION, [])[-limits.max_decisions :]:
         add("Decisions", f"turn {fact.source_turn}, {fact.role}: {fact.text}", fact.source_turn)
-    for fact in (by_kind.get(FactKind.NUMBER, []) + by_kind.get(FactKind.NAME, []))[
-        -limits.max_key_facts :
-    ]:
+    key_facts = sorted(
+        (f for kind in KEY_FACT_KINDS for f in by_kind.get(kind, [])), key=lambda f: f.source_turn
+    )
+    for fact in key_facts[-limits.max_key_facts :]:
         add("Key facts", f"{fact.text} (turn {fact.source_turn})", fact.source_turn)
     resolved = [f for f in facts if f.status is FactStatus.RESOLVED]
     for fact in resolved[-limits.max_done :]:

@@ -117,6 +117,8 @@ class ActiveFact:
     source_turn: int
     source_seq: int | None
     role: str
+    subject: str | None = None
+    value: str | None = None
 
 
 @dataclass(frozen=True)

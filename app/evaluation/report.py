@@ -213,6 +213,39 @@ def chats_table(report: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def stated_facts_table(report: dict[str, Any]) -> list[str]:
+    """The stated-facts set: the extractor's precision / recall by kind, language and split
+    (holdout: written after the extractor and never tuned against)."""
+    rows = report.get("stated_facts") or []
+    lines = [
+        "| split | language | "
+        + " | ".join(sorted({r["kind"] for r in rows}, key=_kind_order))
+        + " |",
+        "| --- | --- |" + " --- |" * len({r["kind"] for r in rows}),
+    ]
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["split"], row["language"]), []).append(row)
+    for (split, language), cells in groups.items():
+        ordered = sorted(cells, key=lambda r: _kind_order(r["kind"]))
+        lines.append(
+            f"| {split} | {language} | "
+            + " | ".join(
+                f"{_cell(r['precision'])} / {_cell(r['recall'])} ({r['annotated']})"
+                for r in ordered
+            )
+            + " |"
+        )
+    return [*lines, ""]
+
+
+_KINDS = ("amount", "date", "party", "identifier", "choice", "preference")
+
+
+def _kind_order(kind: str) -> int:
+    return _KINDS.index(kind) if kind in _KINDS else len(_KINDS)
+
+
 def prefix_line(prefix: dict[str, Any]) -> str:
     """The stable-prefix shares of a run's turns (app/evaluation/prefix.py), in one line."""
     return (
@@ -259,6 +292,9 @@ def write_report(report: dict[str, Any], out: Path, command: str) -> None:
         "## Long chats (docs/RECALL.md): months of chat between friends, questions of every kind",
         "",
         *chats_table(report),
+        "## Stated facts (docs/EVAL.md): precision / recall of what the user stated (facts)",
+        "",
+        *stated_facts_table(report),
         "![recall](recall_vs_pressure.png)",
         "",
         "![prompt tokens](prompt_tokens.png)",

@@ -46,6 +46,7 @@ from app.evaluation.chats_recall import ChatsConfig, chats_rows, run_chats
 from app.evaluation.hard_recall import HardConfig, rows, run_pressure
 from app.evaluation.report import write_report
 from app.evaluation.scenarios import NEVER_SAID, needle_scenario, task_scenario
+from app.evaluation.stated_facts import extraction_rows, load_set, score_extraction
 from app.main import build_context, build_embedder
 from app.providers.tokenizer import default_counter
 from app.services.context import ServiceContext
@@ -321,6 +322,7 @@ async def run_eval(
         # The hard set calls the recall use case itself: in-process only (see docs/RECALL.md).
         report["hard"] = await evaluate_hard(ctx, config.hard) if ctx is not None else []
         report["chats"] = await evaluate_chats(ctx, config.chats) if ctx is not None else None
+        report["stated_facts"] = [asdict(r) for r in extraction_rows(score_extraction(load_set()))]
     finally:
         await client.aclose()
         if ctx is not None:

@@ -1,8 +1,9 @@
 """Updating C2, the scratchpad and its key facts, each turn (docs/DESIGN.md §1).
 
 Facts are extracted from the new messages every turn and written with the turn. The rendered
-notes change only when the window does (an offload), after a failed update, or when a new
-decision names an option whose list has left the window (the notes are then the only place
+notes appear at the first turn that gives them something to say, then change only when the
+window does (an offload), after a failed update, or when a new decision names an option
+whose list has left the window (the notes are then the only place
 that option's text is in the prompt), so C0 ⊕ C2 stay a stable prefix for provider caches
 between offloads. With a chat model configured the model writes the notes from the
 extractive draft; its text is kept only if no active constraint is dropped or weakened,
@@ -72,7 +73,7 @@ class NotesUpdate:
 
 def _sources(plan: TurnPlan) -> list[SourceMessage]:
     return [
-        SourceMessage(m.seq, m.turn, m.message.role, m.message.words)
+        SourceMessage(m.seq, m.turn, m.message.role, m.message.words, m.created_at)
         for m in (*plan.recorded, *plan.new_messages)
         if m.message.words and m.message.role in ("user", "assistant") and m.stub_chunk_id is None
     ]
@@ -118,7 +119,8 @@ def _extracted(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> NotesUpda
     """The turn's fact changes and body, nothing rendered yet. What the notes hold depends
     on this turn's messages only, never on which of the window's messages the plan offloads."""
     sources = _sources(plan)
-    changes = extract(sources, snap.facts, ctx.settings.notes.max_active_per_kind)
+    notes = ctx.settings.notes
+    changes = extract(sources, snap.facts, notes.max_active_per_kind, notes.merge_similarity)
     body = update_body(snap.notes_body, sources, notes_limits(ctx.settings))
     return NotesUpdate(changes=changes, body=body, facts=apply(snap.facts, changes))
 
@@ -145,7 +147,10 @@ async def _update(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> NotesU
     update = _extracted(ctx, snap, plan)
     facts, limits = update.facts, notes_limits(ctx.settings)
     if not (
-        plan.offloaded or snap.notes_needs_rebuild or _names_archived_option(update.changes, plan)
+        plan.offloaded
+        or snap.notes_needs_rebuild
+        or _names_archived_option(update.changes, plan)
+        or _first_content(snap, update)
     ):
         return update
     cap = text_cap(ctx, plan.notes_cap)
@@ -158,6 +163,16 @@ async def _update(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> NotesU
     missing = weakened(update.rendered, facts, min_content_kept=limits.min_content_kept)
     update.missing = [fact.text for fact in missing]
     return update
+
+
+def _first_content(snap: Snapshot, update: NotesUpdate) -> bool:
+    """The notes have never been in the prompt and now have something to say: they are
+    rendered from this turn on (then again at offloads), not first at the first offload."""
+    body = update.body
+    has_content = bool(body.goal or body.open or body.done) or any(
+        f.status is FactStatus.ACTIVE for f in update.facts
+    )
+    return not snap.notes_text and has_content
 
 
 def _names_archived_option(changes: FactChanges, plan: TurnPlan) -> bool:
@@ -178,7 +193,7 @@ def text_cap(ctx: ServiceContext, block_cap: int) -> int:
 
 def active_facts_view(facts: Sequence[Fact]) -> tuple[ActiveFact, ...]:
     return tuple(
-        ActiveFact(f.id, f.kind, f.text, f.source_turn, f.source_seq, f.role)
+        ActiveFact(f.id, f.kind, f.text, f.source_turn, f.source_seq, f.role, f.subject, f.value)
         for f in facts
         if f.status is FactStatus.ACTIVE
     )

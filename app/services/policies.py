@@ -40,6 +40,7 @@ def notes_limits(settings: Settings) -> NotesLimits:
         max_key_facts=notes.max_key_facts,
         min_shared_for_done=notes.min_shared_for_done,
         min_content_kept=notes.min_content_kept,
+        merge_similarity=notes.merge_similarity,
     )
 
 

@@ -23,6 +23,8 @@ def _fact(row: FactRow) -> Fact:
         ordinal=row.ordinal,
         status=FactStatus(row.status),
         id=row.id,
+        subject=row.subject,
+        value=row.value,
     )
 
 
@@ -63,6 +65,8 @@ async def insert_facts(
             ordinal=f.ordinal,
             status=f.status,
             confirmed_at_turn=turn,
+            subject=f.subject,
+            value=f.value,
         )
         for f in facts
     ]

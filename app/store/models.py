@@ -278,6 +278,8 @@ class FactRow(Base):
     confirmed_at_turn: Mapped[int] = mapped_column(Integer)
     resolved_at_turn: Mapped[int | None] = mapped_column(Integer)
     superseded_by: Mapped[int | None] = mapped_column(BigInteger)
+    subject: Mapped[str | None] = mapped_column(SealedText)  # a stated fact's: "pilot budget"
+    value: Mapped[str | None] = mapped_column(SealedText)  # normalised: "48500 EUR"
     created_at: Mapped[datetime] = _created_at()
 
 

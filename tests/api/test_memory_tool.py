@@ -18,8 +18,9 @@ from tests.builders import turn_body, user, words
 from tests.integration.helpers import session_rows
 from tests.integration.test_encryption import tables_holding
 
-# The notes keep the password's sentence as a fact; the second is the archive's alone, so the
-# chunk still says something the prompt does not (recall never injects what it already holds).
+# The notes keep the password as a stated fact; the second sentence is the archive's alone, so
+# the chunk still says something the prompt does not (recall never injects what it already
+# holds).
 SECRET = (
     "The staging database password is Zorblax-4471. Priya set it up on the Lisbon replica "
     "after the outage."
@@ -94,7 +95,9 @@ async def test_recall_returns_headed_raw_text_or_no_match_and_skips_what_was_inj
     nothing = (await memory(client, "r", default, type="recall", query="Quuxington")).json()
     assert nothing["text"] == "no match" and nothing["result"]["no_match"]
 
-    asked = turn_body(user("What was the Zorblax-4471 password again?"), recall="force")
+    # The notes hold the password itself (a stated identifier): the turn asks after what only
+    # the archive holds, so its chunk is injected.
+    asked = turn_body(user("Where did Priya set up the replica after the outage?"), recall="force")
     turn = (await client.post("/sessions/r/turn", json=asked, headers=default)).json()
     assert chunk_id in [hit["chunk_id"] for hit in turn["recall"]["hits"]]
     again = (await memory(client, "r", default, type="recall", query="Zorblax-4471")).json()

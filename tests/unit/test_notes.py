@@ -133,3 +133,29 @@ def test_a_constraint_is_kept_only_with_its_numbers_on_one_line() -> None:
     assert weakened("- Only use supplier\n- 3 for region 3", [rule], min_content_kept=KEPT) == [
         rule
     ]
+
+
+def test_the_same_request_twice_is_one_open_item_and_an_answer_closes_a_question() -> None:
+    body = update_body(
+        NotesBody(),
+        [
+            said("Please give me a detailed comparison of the three vendors.", 1),
+            said("Please give me a detailed comparison of the 3 vendors.", 2),
+            said("Please give me a detailed comparison of the three vendors!", 2),
+            said("Please book the flight to Lisbon.", 3),
+            said("Which vendors do you mean?", 4, role="assistant"),
+            said(
+                "Here is the comparison: the three vendors differ mostly in price.",
+                5,
+                role="assistant",
+            ),
+            said("Lisbon is lovely in May, the flight is about two hours.", 6, role="assistant"),
+        ],
+        LIMITS,
+    )
+    # "3" is no "three": a number tells two items apart; the same words said again do not
+    assert [o["turn"] for o in body.open] == [3]
+    assert [d["text"] for d in body.done] == [
+        "answered: Please give me a detailed comparison of the three vendors",
+        "answered: Please give me a detailed comparison of the 3 vendors",
+    ]
