@@ -217,9 +217,10 @@ class Ebbtide(_Base):
             attempt += 1
 
     def turn(self, session_id: str, messages: Sequence[JsonObject], **options: Any) -> TurnResult:
-        """Posts the turn's new messages; `options` are the turn's fields (`system`, `model`,
-        `tools`, `context_window`, `format`, `prompt_format`, `recall`, …) and
-        `idempotency_key` (default: a new one)."""
+        """Posts the turn's new messages; `options` are the turn's fields (`system`,
+        `model`, `tools`, `context_window`, `format`, `prompt_format`, `recall`,
+        `carry_facts={"from": session, "ids": [...]}`, …) and `idempotency_key` (default: a
+        new one)."""
         return self._run(_turn(session_id, messages, options))
 
     def recall(

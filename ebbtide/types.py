@@ -83,6 +83,10 @@ class Fact(_Answer):
     source_turn: int
     source_seq: int | None
     role: str
+    subject: str | None = None  # a stated fact's: "pilot budget"
+    value: str | None = None  # normalised: "48500 EUR", "2027-03-14"
+    carried_from: str | None = None  # the session it was carried from (`carry_facts`)
+    carried_fact_id: int | None = None
 
 
 class NotesView(_Answer):

@@ -34,6 +34,7 @@ STATUS_BY_ERROR: dict[type[errors.DomainError], int] = {
     errors.RememberEmpty: 422,
     errors.RateLimited: 429,
     errors.InvalidForget: 422,
+    errors.FactsNotCarried: 422,
     errors.ForgetRequestNotFound: 404,
     errors.Unauthenticated: 401,
     errors.Forbidden: 403,

@@ -113,6 +113,7 @@ async def post_turn(
         idempotency_key=idempotency_key,
         request_hash=_request_hash(body),
         whole_history=body.whole_history,
+        carry_facts=body.carry_facts.read() if body.carry_facts else None,
     )
     return TurnResponse.model_validate(await run_turn(ctx, turn))
 

@@ -32,6 +32,7 @@ from app.api.message_schemas import (
 from app.core import results
 from app.core.assemble import PromptFormat
 from app.core.errors import ConflictingSystemPrompt
+from app.core.facts import CarryFacts
 from app.core.formats import (
     SystemPrompt,
     anthropic,
@@ -93,6 +94,16 @@ class PolicyOverride(InputModel):
     floor_max_share: float | None = Field(None, ge=0, lt=1)
 
 
+class CarryFactsField(InputModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    from_session: str = Field(alias="from", pattern=SESSION_ID_PATTERN)
+    ids: list[Annotated[int, Field(ge=1, le=2**63 - 1)]] = Field(min_length=1, max_length=32)
+
+    def read(self) -> CarryFacts:
+        return CarryFacts(self.from_session, tuple(dict.fromkeys(self.ids)))
+
+
 class _TurnFields(InputModel):
     """What every input format's turn carries besides its messages. `system`, `tools`,
     `model`, `context_window`, `reserve_tokens` and `policy` are remembered by the session
@@ -106,6 +117,11 @@ class _TurnFields(InputModel):
     reserve_tokens: int | None = Field(None, ge=0, le=100_000_000)
     policy: PolicyOverride | None = None
     recall: Literal["auto", "off", "force"] = "auto"
+    carry_facts: CarryFactsField | None = Field(
+        None,
+        description="Start from a few active facts of another session of the same tenant "
+        "(never its history): each keeps the session and turn it was said in.",
+    )
     observed_prompt_tokens: int | None = Field(
         None,
         ge=0,
@@ -427,6 +443,12 @@ class FactView(_View):
         description="A stated fact's normalised value: '48500 EUR', '2027-03-14', a name or "
         "an identifier as written.",
     )
+    carried_from: str | None = Field(
+        None,
+        description="The session this fact was carried from (`carry_facts`); `source_turn` is "
+        "its turn there.",
+    )
+    carried_fact_id: int | None = Field(None, description="Its id in that session.")
 
 
 class NotesView(_View):

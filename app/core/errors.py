@@ -94,6 +94,13 @@ class SessionNotFound(DomainError):
     code = "session_not_found"
 
 
+class FactsNotCarried(DomainError):
+    """`carry_facts` named a session the tenant does not have, or ids that are not active
+    facts of it (forgotten, superseded, never there): nothing is carried."""
+
+    code = "facts_not_carried"
+
+
 class ChunkNotFound(DomainError):
     code = "chunk_not_found"
 

@@ -82,6 +82,23 @@ class Fact:
     id: int | None = None
     subject: str | None = None  # a stated fact's subject: "pilot budget"
     value: str | None = None  # a stated fact's normalised value: "48500 EUR"
+    carried: CarriedFrom | None = None  # a fact a session started from (`carry_facts`)
+
+
+@dataclass(frozen=True)
+class CarryFacts:
+    """A turn's request to start from facts of another session of its tenant."""
+
+    from_session: str
+    fact_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class CarriedFrom:
+    """Where a carried fact was said: the session (its public id) and the fact's id there."""
+
+    session_id: str
+    fact_id: int
 
 
 @dataclass(frozen=True)
@@ -557,12 +574,16 @@ def extract(
     active: Sequence[Fact],
     max_active: int | None = None,
     near_duplicate: float = 0.8,
+    carried: Sequence[Fact] = (),
 ) -> FactChanges:
     """The fact changes the new messages make, given the facts active before them (oldest
     first); `max_active`: the bound per kind (None: unbounded); `near_duplicate`: the overlap
     of content words at which a constraint, preference or pending action is one already
-    active."""
+    active; `carried`: facts carried from another session, written with this turn's."""
     run = _Extraction(active, near_duplicate)
+    for fact in carried:  # facts another session confirmed: active before this turn's words
+        run.changes.new.append(fact)
+        run.live.append(fact)
     for message in messages:
         found = options_in(message.text)
         text = message.text

@@ -134,6 +134,7 @@ class SessionInspection:
     timeline_truncated: bool
     archive: ArchivePage
     turn: TurnRecallDetail | None  # the turn asked about, else the newest
+    notes_absence: str | None = None  # why the session has no notes yet (None: it has some)
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,22 @@ class DetailTrace:
     places: tuple[DetailPlace, ...]
     chunks_searched: int
     searched_all: bool  # False: the archive is larger than the inspector searches
+
+
+def notes_absence(has_notes: bool, spoken: int, messages: int) -> str | None:
+    """Why a session has no notes, for the inspector: the notes read what the user and the
+    assistant say (not tool results), and render from the first turn that states something
+    they keep."""
+    if has_notes:
+        return None
+    if messages == 0:
+        return "No notes yet: the session has no messages."
+    unread = messages - spoken
+    return (
+        f"No notes yet: none of the {spoken} messages from the user or the assistant states a "
+        "goal, a task, a constraint, a decision or a fact the notes keep"
+        + (f"; the other {unread} (tool results) the notes do not read." if unread else ".")
+    )
 
 
 # --- reading a turn's event -------------------------------------------------------------------

@@ -155,6 +155,13 @@ SECTIONS = ("Goal", "Constraints", "Open items", "Decisions", "Key facts", "Done
 PRIORITY = {"Done": 0, "Key facts": 1, "Decisions": 2, "Goal": 3, "Open items": 4, "Constraints": 5}
 
 
+def said_at(fact: Fact) -> str:
+    """Where a fact was said: its turn, and the session for one carried from another."""
+    if fact.carried is not None:
+        return f"session {fact.carried.session_id}, turn {fact.source_turn}"
+    return f"turn {fact.source_turn}"
+
+
 def _items(body: NotesBody, facts: Sequence[Fact], limits: NotesLimits) -> list[_Item]:
     active = [f for f in facts if f.status is FactStatus.ACTIVE]
     by_kind: dict[FactKind, list[Fact]] = {}
@@ -168,18 +175,18 @@ def _items(body: NotesBody, facts: Sequence[Fact], limits: NotesLimits) -> list[
     if body.goal:
         add("Goal", body.goal, 0)
     for fact in by_kind.get(FactKind.CONSTRAINT, []) + by_kind.get(FactKind.PREFERENCE, []):
-        add("Constraints", f"{fact.text} (turn {fact.source_turn})", fact.source_turn)
+        add("Constraints", f"{fact.text} ({said_at(fact)})", fact.source_turn)
     for fact in by_kind.get(FactKind.PENDING_ACTION, []):
-        add("Open items", f"PENDING: {fact.text} (turn {fact.source_turn})", fact.source_turn)
+        add("Open items", f"PENDING: {fact.text} ({said_at(fact)})", fact.source_turn)
     for task in body.open:
         add("Open items", f"{task['text']} (turn {task['turn']})", task["turn"])
     for fact in by_kind.get(FactKind.DECISION, [])[-limits.max_decisions :]:
-        add("Decisions", f"turn {fact.source_turn}, {fact.role}: {fact.text}", fact.source_turn)
+        add("Decisions", f"{said_at(fact)}, {fact.role}: {fact.text}", fact.source_turn)
     key_facts = sorted(
         (f for kind in KEY_FACT_KINDS for f in by_kind.get(kind, [])), key=lambda f: f.source_turn
     )
     for fact in key_facts[-limits.max_key_facts :]:
-        add("Key facts", f"{fact.text} (turn {fact.source_turn})", fact.source_turn)
+        add("Key facts", f"{fact.text} ({said_at(fact)})", fact.source_turn)
     resolved = [f for f in facts if f.status is FactStatus.RESOLVED]
     for fact in resolved[-limits.max_done :]:
         add("Done", f"confirmed: {fact.text}", fact.source_turn)

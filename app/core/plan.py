@@ -42,7 +42,7 @@ from app.core.errors import (
     TurnExceedsBudget,
     UnknownModel,
 )
-from app.core.facts import Fact
+from app.core.facts import CarryFacts, Fact
 from app.core.formats import SystemPrompt, stubbed
 from app.core.messages import Message
 from app.core.notes import NotesBody
@@ -133,6 +133,7 @@ class TurnInput:
     # The messages are the client's whole history (proxy mode), not only its new ones: the
     # turn stores what the transcript lacks (app/core/transcript.py).
     whole_history: bool = False
+    carry_facts: CarryFacts | None = None  # start from these facts of another session
 
     @property
     def key(self) -> str:
@@ -166,6 +167,7 @@ class Snapshot:
     notes_needs_rebuild: bool = False
     notes_exists: bool = False  # the notes row is there (written by an earlier turn)
     facts: Sequence[Fact] = ()
+    carried: Sequence[Fact] = ()  # facts `carry_facts` brings in with this turn (no ids yet)
     has_chunks: bool = False
     transcript: Sequence[StoredEntry] = ()  # read for a whole-history turn only
 

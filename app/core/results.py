@@ -119,6 +119,8 @@ class ActiveFact:
     role: str
     subject: str | None = None
     value: str | None = None
+    carried_from: str | None = None  # the session it was carried from (`carry_facts`)
+    carried_fact_id: int | None = None  # its id there
 
 
 @dataclass(frozen=True)

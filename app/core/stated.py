@@ -311,8 +311,10 @@ _DAY_PATTERNS = re.compile(
     rf"|(?P<zh_end_month>{_ZH_DAY_NUMBER})月底"
     rf"|\bnext (?P<next_en>{_WEEKDAY_EN})\b"
     rf"|下(?:周|星期|礼拜)(?P<next_zh>[{WEEKDAYS_ZH}天])"
-    rf"|\b(?P<this_en>{_WEEKDAY_EN})\b"
-    rf"|(?<![上下])(?:周|星期|礼拜)(?P<this_zh>[{WEEKDAYS_ZH}天])"
+    # a habit ("every Friday", "on Saturday mornings", "每周六") names no day
+    rf"|\b(?<!every )(?<!each )(?P<this_en>{_WEEKDAY_EN})\b"
+    rf"(?!s\b|\s+(?:mornings|afternoons|evenings|nights)\b)"
+    rf"|(?<![上下每])(?:周|星期|礼拜)(?P<this_zh>[{WEEKDAYS_ZH}天])"
     rf"|\bthe (?P<bare_day>\d{{1,2}})(?:st|nd|rd|th)\b"
     rf"|(?<![月\d])(?P<zh_bare_day>\d{{1,2}})号"
     rf"|(?P<rel>\bday after tomorrow\b|\btomorrow\b|\btoday\b|\btonight\b|后天|明天|今天|今晚|今日)"

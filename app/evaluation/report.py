@@ -239,6 +239,25 @@ def stated_facts_table(report: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def retention_table(report: dict[str, Any]) -> list[str]:
+    """The key-fact hit rate: the set's facts still in the prompt after N× the window."""
+    rows = report.get("fact_retention") or []
+    if not rows:
+        return ["Not run: the key-fact hit rate needs Ebbtide in-process (no `--url`).", ""]
+    lines = [
+        f"Window {rows[0]['window']} tokens.",
+        "",
+        "| pressure | language | facts | in the prompt | of them by the notes | hit rate |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['pressure']}× | {row['language']} | {row['facts']} | {row['in_prompt']} "
+            f"| {row['in_notes']} | {_cell(row['hit_rate'])} |"
+        )
+    return [*lines, ""]
+
+
 _KINDS = ("amount", "date", "party", "identifier", "choice", "preference")
 
 
@@ -295,6 +314,9 @@ def write_report(report: dict[str, Any], out: Path, command: str) -> None:
         "## Stated facts (docs/EVAL.md): precision / recall of what the user stated (facts)",
         "",
         *stated_facts_table(report),
+        "### Key-fact hit rate: the set's facts still in the prompt after N× the window",
+        "",
+        *retention_table(report),
         "![recall](recall_vs_pressure.png)",
         "",
         "![prompt tokens](prompt_tokens.png)",

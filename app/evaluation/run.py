@@ -43,6 +43,7 @@ from app.evaluation.baselines import (
     budget_of,
 )
 from app.evaluation.chats_recall import ChatsConfig, chats_rows, run_chats
+from app.evaluation.fact_retention import RetentionConfig, run_retention
 from app.evaluation.hard_recall import HardConfig, rows, run_pressure
 from app.evaluation.report import write_report
 from app.evaluation.scenarios import NEVER_SAID, needle_scenario, task_scenario
@@ -64,6 +65,7 @@ class EvalConfig:
     seed: int = 7
     hard: HardConfig = field(default_factory=HardConfig)
     chats: ChatsConfig = field(default_factory=ChatsConfig)
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
 
     @classmethod
     def quick(cls) -> EvalConfig:
@@ -73,6 +75,7 @@ class EvalConfig:
             task_turns=100,
             hard=HardConfig.quick(),
             chats=ChatsConfig.quick(),
+            retention=RetentionConfig.quick(),
         )
 
 
@@ -289,6 +292,15 @@ async def evaluate_chats(ctx: ServiceContext, config: ChatsConfig) -> dict[str, 
     return {"window": config.window, "rows": [asdict(r) for r in chats_rows(outcomes)]}
 
 
+async def evaluate_retention(ctx: ServiceContext, config: RetentionConfig) -> list[dict[str, Any]]:
+    """The key-fact hit rate (app/evaluation/fact_retention.py), in-process."""
+    conversations = config.chosen(load_set())
+    found = await run_retention(
+        ctx, conversations, window=config.window, pressures=config.pressures, label="eval-facts"
+    )
+    return [{**asdict(r), "hit_rate": r.hit_rate, "window": config.window} for r in found]
+
+
 async def run_eval(
     settings: Settings,
     config: EvalConfig,
@@ -323,6 +335,9 @@ async def run_eval(
         report["hard"] = await evaluate_hard(ctx, config.hard) if ctx is not None else []
         report["chats"] = await evaluate_chats(ctx, config.chats) if ctx is not None else None
         report["stated_facts"] = [asdict(r) for r in extraction_rows(score_extraction(load_set()))]
+        report["fact_retention"] = (
+            await evaluate_retention(ctx, config.retention) if ctx is not None else []
+        )
     finally:
         await client.aclose()
         if ctx is not None:

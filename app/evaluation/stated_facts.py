@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 from app.core.facts import Fact, FactKind, FactStatus, SourceMessage, content_tokens, extract
 
@@ -47,9 +48,12 @@ class AnnotatedFact:
     rejected: str | None = None
 
 
+Speaker = Literal["user", "assistant"]
+
+
 @dataclass(frozen=True)
 class SetMessage:
-    role: str
+    role: Speaker
     said_at: datetime
     text: str
     facts: tuple[AnnotatedFact, ...]
@@ -104,6 +108,10 @@ def _parse(text: str, name: str) -> list[FactsConversation]:
             continue
         if line.startswith("@ "):
             stamp, _, role = line[2:].rpartition(" ")
+            if role not in ("user", "assistant"):
+                raise StatedFactsSetError(
+                    f"{name}:{index}: a message is the user's or the assistant's"
+                )
             said_at = datetime.strptime(stamp, "%Y-%m-%d %H:%M").replace(tzinfo=UTC)
             body = lines[index]
             index += 1
@@ -111,7 +119,8 @@ def _parse(text: str, name: str) -> list[FactsConversation]:
             while index < len(lines) and lines[index].startswith("+ "):
                 facts.append(_fact(lines[index][2:], name, index + 1))
                 index += 1
-            messages.append(SetMessage(role, said_at, body, tuple(facts)))
+            speaker: Speaker = "user" if role == "user" else "assistant"
+            messages.append(SetMessage(speaker, said_at, body, tuple(facts)))
             continue
         raise StatedFactsSetError(f"{name}:{index}: unexpected line")
     close()

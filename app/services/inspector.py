@@ -11,6 +11,7 @@ from app.core.inspection import (
     SessionInspection,
     SessionSummary,
     TurnRecallDetail,
+    notes_absence,
     recall_detail,
     timeline_point,
 )
@@ -60,6 +61,7 @@ async def inspect_session(
     async with ctx.database.transaction() as db:
         row = await owned_session(db, tenant_id, session_id)
         facts = await inspector_store.all_facts(db, row.id)
+        spoken, messages = await inspector_store.spoken_messages(db, row.id)
         size = settings.chunks_per_page
         archive = await inspector_store.archive_page(db, row.id, size, archive_page * size)
         events = await inspector_store.turn_events(db, row.id, settings.timeline_turns + 1)
@@ -80,6 +82,7 @@ async def inspect_session(
         timeline_truncated=truncated,
         archive=archive,
         turn=_detail(asked),
+        notes_absence=notes_absence(bool(status.notes and status.notes.text), spoken, messages),
     )
 
 

@@ -120,7 +120,9 @@ def _extracted(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> NotesUpda
     on this turn's messages only, never on which of the window's messages the plan offloads."""
     sources = _sources(plan)
     notes = ctx.settings.notes
-    changes = extract(sources, snap.facts, notes.max_active_per_kind, notes.merge_similarity)
+    changes = extract(
+        sources, snap.facts, notes.max_active_per_kind, notes.merge_similarity, snap.carried
+    )
     body = update_body(snap.notes_body, sources, notes_limits(ctx.settings))
     return NotesUpdate(changes=changes, body=body, facts=apply(snap.facts, changes))
 
@@ -193,7 +195,18 @@ def text_cap(ctx: ServiceContext, block_cap: int) -> int:
 
 def active_facts_view(facts: Sequence[Fact]) -> tuple[ActiveFact, ...]:
     return tuple(
-        ActiveFact(f.id, f.kind, f.text, f.source_turn, f.source_seq, f.role, f.subject, f.value)
+        ActiveFact(
+            f.id,
+            f.kind,
+            f.text,
+            f.source_turn,
+            f.source_seq,
+            f.role,
+            f.subject,
+            f.value,
+            f.carried.session_id if f.carried else None,
+            f.carried.fact_id if f.carried else None,
+        )
         for f in facts
         if f.status is FactStatus.ACTIVE
     )

@@ -34,6 +34,7 @@ from app.core.results import HistoryMatch, TurnResult
 from app.core.rewrite import RewrittenQuery
 from app.core.transcript import StoredEntry, reconcile
 from app.core.types import JsonObject, WindowMessage
+from app.services.carry import facts_to_carry
 from app.services.context import ServiceContext
 from app.services.notes import NotesUpdate, drafted_notes_tokens, update_notes
 from app.services.offload import build_batch
@@ -79,7 +80,7 @@ async def _read(
     locked until `db` commits (a turn written in one transaction)."""
     found = await session_store.session_with_notes(db, inp.key, lock=lock)
     if found is None:
-        return Snapshot(exists=False), None
+        return await _with_carried(db, inp, Snapshot(exists=False)), None
     row, notes, has_chunks = found
     owned(row, inp.tenant_id, inp.session_id)
     answered = await _answered(db, inp)
@@ -88,7 +89,17 @@ async def _read(
     window = await session_store.window_messages(db, inp.key)
     facts = await fact_store.current_facts(db, inp.key, ctx.settings.notes.recent_resolved)
     transcript = await transcript_store.live_transcript(db, inp.key) if inp.whole_history else ()
-    return _snapshot(row, notes, has_chunks, window, facts, transcript), row
+    snap = _snapshot(row, notes, has_chunks, window, facts, transcript)
+    return await _with_carried(db, inp, snap), row
+
+
+async def _with_carried(db: AsyncSession, inp: TurnInput, snap: Snapshot) -> Snapshot:
+    """The snapshot with the facts the turn's `carry_facts` brings (refused with nothing
+    written when they are not active facts of the tenant's named session)."""
+    if inp.carry_facts is None:
+        return snap
+    carried = await facts_to_carry(db, inp.tenant_id, inp.session_id, inp.carry_facts)
+    return replace(snap, carried=tuple(carried))
 
 
 def _snapshot(

@@ -9,7 +9,7 @@ from sqlalchemy import select, union_all, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.facts import Fact, FactKind, FactStatus
+from app.core.facts import CarriedFrom, Fact, FactKind, FactStatus
 from app.store.models import FactRow, NoteRow
 
 
@@ -25,6 +25,11 @@ def _fact(row: FactRow) -> Fact:
         id=row.id,
         subject=row.subject,
         value=row.value,
+        carried=(
+            CarriedFrom(row.carried_from, row.carried_fact_id)
+            if row.carried_from is not None and row.carried_fact_id is not None
+            else None
+        ),
     )
 
 
@@ -67,12 +72,41 @@ async def insert_facts(
             confirmed_at_turn=turn,
             subject=f.subject,
             value=f.value,
+            carried_from=f.carried.session_id if f.carried else None,
+            carried_fact_id=f.carried.fact_id if f.carried else None,
         )
         for f in facts
     ]
     db.add_all(rows)
     await db.flush()
     return [row.id for row in rows]
+
+
+async def active_facts_by_id(
+    db: AsyncSession, session_id: str, fact_ids: Sequence[int]
+) -> list[Fact]:
+    """The session's active facts among `fact_ids` (a forgotten, superseded or unknown id is
+    simply not there), in id order."""
+    rows = await db.execute(
+        select(FactRow)
+        .where(
+            FactRow.session_id == session_id,
+            FactRow.id.in_(list(fact_ids)),
+            FactRow.status == FactStatus.ACTIVE,
+        )
+        .order_by(FactRow.id)
+    )
+    return [_fact(row) for row in rows.scalars()]
+
+
+async def carried_fact_ids(db: AsyncSession, session_id: str, source: str) -> set[int]:
+    """The ids (in `source`) of the facts this session already carries from it."""
+    rows = await db.execute(
+        select(FactRow.carried_fact_id).where(
+            FactRow.session_id == session_id, FactRow.carried_from == source
+        )
+    )
+    return {int(fact_id) for fact_id in rows.scalars() if fact_id is not None}
 
 
 async def supersede(db: AsyncSession, session_id: str, fact_id: int, by: int | None) -> None:

@@ -9,7 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.core.inspection import ArchivedChunk, ArchivePage, FactRecord, SessionSummary
 from app.core.recall_trace import StoredChunkAt
 from app.core.types import ChunkKind, client_session_id
-from app.store.models import ChunkRow, EventRow, FactRow, SessionRow
+from app.store.models import ChunkRow, EventRow, FactRow, MessageRow, SessionRow
 
 
 async def tenant_sessions(
@@ -33,6 +33,16 @@ async def tenant_sessions(
         SessionSummary(client_session_id(key), turns, model, created, updated)
         for key, turns, model, created, updated in result.all()
     ]
+
+
+async def spoken_messages(db: AsyncSession, session_id: str) -> tuple[int, int]:
+    """(messages the user or the assistant said, all messages) of the session: the notes
+    read the first kind only."""
+    spoken = func.count().filter(MessageRow.role.in_(("user", "assistant")))
+    row = (
+        await db.execute(select(spoken, func.count()).where(MessageRow.session_id == session_id))
+    ).one()
+    return int(row[0]), int(row[1])
 
 
 async def all_facts(db: AsyncSession, session_id: str) -> list[FactRecord]:

@@ -280,6 +280,9 @@ class FactRow(Base):
     superseded_by: Mapped[int | None] = mapped_column(BigInteger)
     subject: Mapped[str | None] = mapped_column(SealedText)  # a stated fact's: "pilot budget"
     value: Mapped[str | None] = mapped_column(SealedText)  # normalised: "48500 EUR"
+    # Carried from another session of the tenant (`carry_facts`): its id and that fact's id.
+    carried_from: Mapped[str | None] = mapped_column(String(256))
+    carried_fact_id: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = _created_at()
 
 

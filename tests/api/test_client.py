@@ -43,6 +43,13 @@ async def test_the_async_client_runs_a_conversation_and_a_memory_call(
     )
     assert forbidden is not None and forbidden["is_error"]
     assert await ebbtide.run_memory_call("c1", {"type": "tool_use", "id": "t", "name": "x"}) is None
+    carried = await ebbtide.turn(
+        "c2",
+        [{"role": "user", "content": "Same rules for the new route."}],
+        model="gpt-4o",
+        carry_facts={"from": "c1", "ids": [f.id for f in status.facts]},
+    )
+    assert [(f.carried_from, f.kind) for f in carried.notes.facts] == [("c1", "constraint")]
     try:
         await ebbtide.status("no-such-session")
     except EbbtideError as error:

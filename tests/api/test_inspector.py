@@ -284,3 +284,13 @@ async def test_old_events_without_the_new_fields_still_draw(
         db.add(EventRow(session_id="local/ui-9", turn=11, kind="turn", payload={"level": "normal"}))
     html = (await client.get("/ui/sessions/ui-9")).text
     assert len(re.findall(r'<circle class="turn-point', html)) == 11
+
+
+async def test_a_session_without_notes_says_why(client: httpx.AsyncClient) -> None:
+    await say(client, "ui-quiet", "Hello there, lovely weather this morning.")
+    html = (await client.get("/ui/sessions/ui-quiet")).text
+    assert 'id="notes">No notes yet: none of the 1 messages from the user' in html
+    assert "a fact the notes keep." in html
+    await say(client, "ui-said", "The vendor is Kessler Logistics.")
+    html = (await client.get("/ui/sessions/ui-said")).text
+    assert "No notes yet" not in html and "vendor: Kessler Logistics" in html

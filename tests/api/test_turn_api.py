@@ -153,3 +153,40 @@ async def test_turn_and_status_show_the_active_facts_with_their_sources(
     status = (await client.get("/sessions/facts/status")).json()
     assert [f["text"] for f in status["facts"]] == ["只查华东仓", "只看缺货商品"]
     assert all(f["id"] is not None and f["source_seq"] == 1 for f in status["facts"])
+
+
+async def test_what_a_new_user_states_is_kept_as_facts_from_the_first_turn(
+    client: httpx.AsyncClient,
+) -> None:
+    """The five messages of issue 33, each to a fresh session: what each states is a fact
+    with its source, and in the notes from that turn on."""
+    said = {
+        "We agreed: the pilot budget is 48,500 euros and the vendor is Kessler Logistics.": [
+            ("amount", "48500 EUR"),
+            ("party", "Kessler Logistics"),
+        ],
+        "Priya Raman handles the customs paperwork; her deadline is 14 March.": [
+            ("party", "Priya Raman"),
+            ("date", "2027-03-14"),
+        ],
+        "预算定为三万二千元，供应商选顺丰，张伟负责报关，截止日期是3月14日。": [
+            ("amount", "32000 CNY"),
+            ("party", "顺丰"),
+            ("party", "张伟"),
+            ("date", "2027-03-14"),
+        ],
+        "Let's go with option B, the rail route via Duisburg, instead of trucking.": [
+            ("decision", None)
+        ],
+        "Please never ship hazardous goods by air.": [("constraint", None)],
+    }
+    for index, (text, expected) in enumerate(said.items()):
+        body = turn_body(user(text), model="gpt-4o")
+        body["messages"][0]["created_at"] = "2027-02-01T09:00:00Z"
+        turn = (await client.post(f"/sessions/said-{index}/turn", json=body)).json()
+        facts = turn["notes"]["facts"]
+        assert [(f["kind"], f["value"]) for f in facts] == expected, text
+        assert all(f["source_turn"] == 1 and f["source_seq"] == 1 for f in facts)
+        assert turn["notes"]["updated"] and turn["notes"]["text"]
+        for _, value in expected:
+            assert value is None or value in turn["notes"]["text"]

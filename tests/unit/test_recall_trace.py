@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from app.core.dates import Period
-from app.core.inspection import Lines, recall_detail, timeline_point
+from app.core.inspection import Lines, notes_absence, recall_detail, timeline_point
 from app.core.recall_trace import (
     CandidateOutcome,
     CandidateTrace,
@@ -263,3 +263,12 @@ def test_a_turns_recall_reads_back_with_its_candidates_and_skips_what_it_cannot_
     assert trace.injected == {"ck_1"} and trace.held == {"ck_0"} and trace.turn == 5
     empty = recall_detail(1, T0, {"recall": {"candidates": None}})
     assert empty.candidates == () and empty.query_raw is None and empty.injected_ids == ()
+
+
+def test_the_inspector_says_why_a_session_has_no_notes() -> None:
+    assert notes_absence(True, 3, 3) is None
+    assert notes_absence(False, 0, 0) == "No notes yet: the session has no messages."
+    said = notes_absence(False, 2, 2) or ""
+    assert "none of the 2 messages from the user" in said and said.endswith("keep.")
+    tools = notes_absence(False, 2, 14) or ""
+    assert tools.endswith("the other 12 (tool results) the notes do not read.")

@@ -45,6 +45,9 @@ def test_the_issue_s_five_messages_each_keep_what_they_state() -> None:
         "去年买的那批电脑有三台屏幕坏了",
         "Morning! the heating broke on Saturday.",
         "今天食堂的红烧肉太咸了",
+        "The bakery now sells cardamom buns on Saturday mornings.",
+        "We meet every Friday.",
+        "每周六都去游泳",
     ],
 )
 def test_questions_hypotheticals_quotes_and_anecdotes_state_nothing(sentence: str) -> None:

@@ -143,6 +143,7 @@ def test_matching(annotated: AnnotatedFact, predicted: PredictedFact, expected: 
         "== only | three | parts\n",
         "== a | en | x | dev\n@ 2027-01-01 10:00 user\nhello\n+ colour | sky | blue\n",
         "== a | en | x | dev\nstray line\n",
+        "== a | en | x | dev\n@ 2027-01-01 10:00 tool\nresult\n",
     ],
 )
 def test_malformed_files_are_refused_with_the_line(tmp_path: Path, text: str) -> None:
