@@ -214,6 +214,12 @@ def _chunk_place(chunk: StoredChunkAt, turn: TurnRecallTrace) -> DetailPlace:
     if chunk.chunk_id in turn.held:
         return DetailPlace(place, chunk.chunk_id, DetailClass.IN_PROMPT, "in a held block")
     for candidate in turn.candidates:
+        if candidate.chunk_id == chunk.chunk_id and candidate.outcome is CandidateOutcome.REPEATED:
+            # left out because the prompt already held what it says (the notes, the window
+            # or a held block): the detail reached the model
+            return DetailPlace(
+                place, chunk.chunk_id, DetailClass.IN_PROMPT, "already in the prompt"
+            )
         if candidate.chunk_id == chunk.chunk_id:
             reason = candidate.outcome.value
             return DetailPlace(place, chunk.chunk_id, DetailClass.NOT_IN_TOP_K, reason)

@@ -658,12 +658,13 @@ def _has_cjk(text: str) -> bool:
 
 
 def stated_in(sentence: str, said_at: datetime | None, context: DayContext) -> list[Stated]:
-    """The amounts, days, parties and identifiers a sentence states (see the policy)."""
+    """The amounts, days, parties and identifiers a sentence states (see the policy); with
+    no moment to resolve them against (`said_at` None), no days."""
     text = without_quotes(sentence)
     if states_nothing(text):
         return []
     has_cjk = _has_cjk(text)
-    said = (said_at or datetime.now()).date()
+    said = said_at.date() if said_at is not None else None
     context.week_of = None
     past = bool(_PAST_TENSE.search(text))
     result: list[Stated] = []
@@ -673,7 +674,8 @@ def stated_in(sentence: str, said_at: datetime | None, context: DayContext) -> l
         spans: list[tuple[StatedKind, tuple[int, int, str, str]]] = []
         ids = _identifiers(clause)
         spans += [(StatedKind.IDENTIFIER, s) for s in ids]
-        days = [d for d in _days(clause, said, context, past) if not _inside(d, ids)]
+        named = _days(clause, said, context, past) if said is not None else []
+        days = [d for d in named if not _inside(d, ids)]
         spans += [(StatedKind.DATE, d) for d in days]
         amounts = [a for a in _amounts(clause, has_cjk) if not _inside(a, ids + days)]
         spans += [(StatedKind.AMOUNT, a) for a in amounts]

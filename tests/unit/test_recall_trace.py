@@ -170,6 +170,12 @@ def test_a_candidate_that_was_not_injected_is_found_but_not_in_the_top_k() -> No
     assert verdict is DetailClass.NOT_IN_TOP_K and places[0].reason == "not_evidence"
 
 
+def test_a_candidate_left_out_as_a_repeat_was_already_in_the_prompt() -> None:
+    turn = trace_at(9, candidates=[candidate("old", CandidateOutcome.REPEATED)])
+    verdict, places = locate([], [chunk_at("old", 5)], turn)
+    assert verdict is DetailClass.IN_PROMPT and places[0].reason == "already in the prompt"
+
+
 def test_a_recalled_or_held_chunk_is_in_the_prompt_and_the_best_place_wins() -> None:
     injected = trace_at(9, injected={"a"})
     assert locate([], [chunk_at("a", 5)], injected)[1][0].reason == "recalled this turn"

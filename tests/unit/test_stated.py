@@ -311,3 +311,8 @@ def test_a_constraint_said_again_in_other_words_is_one_fact_but_crate_a_is_not_c
     first = numbered(extract([said(1, "Only ship crate A by sea.")], []).new)
     other = extract([said(3, "Only ship crate C by sea.")], first)
     assert [f.text for f in other.new] == ["Only ship crate C by sea"]
+
+
+def test_without_a_moment_no_day_is_resolved() -> None:
+    found = stated_in("The budget is 5,000 euros, due 14 March.", None, DayContext())
+    assert [(s.kind.value, s.value) for s in found] == [("amount", "5000 EUR")]
