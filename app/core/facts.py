@@ -38,7 +38,7 @@ from datetime import date, datetime
 from enum import StrEnum
 
 from app.core.lexical import distinct_terms, term_set
-from app.core.stated import DayContext, Stated, StatedKind, stated_in, states_nothing
+from app.core.stated import DayContext, Stated, StatedKind, has_cjk, stated_in, states_nothing
 
 
 class FactKind(StrEnum):
@@ -396,12 +396,8 @@ def _same_subject(fact: Fact, active: Sequence[Fact]) -> Fact | None:
     return None
 
 
-def _has_cjk(text: str) -> bool:
-    return bool(re.search(r"[\u4e00-\u9fff]", text))
-
-
 def _replacement_text(sentence: str, old: Fact) -> str:
-    if _has_cjk(sentence):
+    if has_cjk(sentence):
         return f"{sentence}（取代：{old.text}）"
     return f"{sentence} (replaces: {old.text})"
 
@@ -506,7 +502,7 @@ class _Extraction:
             return sentence
         if option.source_seq is not None:
             self.changes.options_named.append(option.source_seq)
-        if _has_cjk(sentence):
+        if has_cjk(sentence):
             return f"{sentence}（第{ordinal}个方案：{option.text}）"
         return f"{sentence} (option {ordinal}: {option.text})"
 

@@ -240,7 +240,7 @@ def _unit_en(unit: str) -> str:
     return unit
 
 
-def _amounts(clause: str, has_cjk: bool) -> list[tuple[int, int, str, str]]:
+def _amounts(clause: str, cjk: bool) -> list[tuple[int, int, str, str]]:
     """(start, end, value, words) of each amount in a clause, left to right."""
     found: list[tuple[int, int, str, str]] = []
     taken: list[tuple[int, int]] = []
@@ -255,7 +255,7 @@ def _amounts(clause: str, has_cjk: bool) -> list[tuple[int, int, str, str]]:
 
     for match in _RANGE.finditer(clause):  # "95,000 to 110,000 pounds": the unit is the end's
         low = _number(match["low"])
-        end = [a for a in _amounts(clause[match.start("high") :], has_cjk) if a[0] == 0]
+        end = [a for a in _amounts(clause[match.start("high") :], cjk) if a[0] == 0]
         if end:
             unit = end[0][2].partition(" ")[2]
             add(match.start(), match.start("high"), f"{_plain(low)} {unit}")
@@ -264,7 +264,7 @@ def _amounts(clause: str, has_cjk: bool) -> list[tuple[int, int, str, str]]:
         number *= _MULTIPLIER.get((match["k1"] or match["k2"] or "").lower(), 1)
         if match["sym"]:
             code = _CURRENCY_SYMBOL[match["sym"]]
-            code = "CNY" if code == "CNY" and has_cjk else ("JPY" if code == "CNY" else code)
+            code = "CNY" if code == "CNY" and cjk else ("JPY" if code == "CNY" else code)
         else:
             code = _currency_of(match["cur"])
         add(match.start(), match.end(), f"{_plain(number)} {code}")
@@ -546,7 +546,7 @@ def _zh_org_span(clause: str, match: re.Match[str]) -> tuple[int, str] | None:
     return (start, org) if len(org) - suffix_len >= 1 and len(org) >= 3 else None
 
 
-def _parties(clause: str, has_cjk: bool) -> list[tuple[int, int, str, str]]:
+def _parties(clause: str, cjk: bool) -> list[tuple[int, int, str, str]]:
     found: list[tuple[int, int, str, str]] = []
     taken: list[tuple[int, int]] = []
 
@@ -556,7 +556,7 @@ def _parties(clause: str, has_cjk: bool) -> list[tuple[int, int, str, str]]:
             taken.append((start, end))
             found.append((start, end, value, value))
 
-    if has_cjk:
+    if cjk:
         for match in _ZH_ORG_ROLE.finditer(clause):
             add(match.start("org"), match["org"])
         for match in _ZH_ORG.finditer(clause):
@@ -627,10 +627,10 @@ _SUBJECT_STOP_ZH = re.compile(
 )
 
 
-def _subject(clause: str, start: int, end: int, has_cjk: bool, since: int = 0) -> str:
+def _subject(clause: str, start: int, end: int, cjk: bool, since: int = 0) -> str:
     """The content words next to a value: between the value before it (`since`) and it,
     else after it."""
-    if has_cjk:
+    if cjk:
         before = re.split(r"[，,、；;：:]", clause[since:start])[-1]
         for _ in range(3):
             before = _SUBJECT_STOP_ZH.sub("", before.strip())
@@ -653,7 +653,7 @@ _CLAUSE_SPLIT = re.compile(
 )
 
 
-def _has_cjk(text: str) -> bool:
+def has_cjk(text: str) -> bool:
     return bool(re.search(r"[\u4e00-\u9fff]", text))
 
 
@@ -663,7 +663,7 @@ def stated_in(sentence: str, said_at: datetime | None, context: DayContext) -> l
     text = without_quotes(sentence)
     if states_nothing(text):
         return []
-    has_cjk = _has_cjk(text)
+    cjk = has_cjk(text)
     said = said_at.date() if said_at is not None else None
     context.week_of = None
     past = bool(_PAST_TENSE.search(text))
@@ -677,13 +677,13 @@ def stated_in(sentence: str, said_at: datetime | None, context: DayContext) -> l
         named = _days(clause, said, context, past) if said is not None else []
         days = [d for d in named if not _inside(d, ids)]
         spans += [(StatedKind.DATE, d) for d in days]
-        amounts = [a for a in _amounts(clause, has_cjk) if not _inside(a, ids + days)]
+        amounts = [a for a in _amounts(clause, cjk) if not _inside(a, ids + days)]
         spans += [(StatedKind.AMOUNT, a) for a in amounts]
-        parties = [p for p in _parties(clause, has_cjk) if not _inside(p, ids)]
+        parties = [p for p in _parties(clause, cjk) if not _inside(p, ids)]
         spans += [(StatedKind.PARTY, p) for p in parties]
         since = 0
         for kind, (start, end, value, words) in sorted(spans, key=lambda s: s[1][0]):
-            subject = _subject(clause, start, end, has_cjk, since)
+            subject = _subject(clause, start, end, cjk, since)
             result.append(Stated(kind, subject, value, words))
             since = end
     return result

@@ -18,13 +18,23 @@ half of the annotated value's content words.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from itertools import count
 from pathlib import Path
 from typing import Literal
 
-from app.core.facts import Fact, FactKind, FactStatus, SourceMessage, content_tokens, extract
+from app.core.facts import (
+    Fact,
+    FactChanges,
+    FactKind,
+    FactStatus,
+    SourceMessage,
+    apply,
+    content_tokens,
+    extract,
+)
 
 DATA = Path(__file__).parent / "data" / "stated_facts"
 SCORED_KINDS = ("amount", "date", "party", "identifier", "choice", "preference")
@@ -244,19 +254,16 @@ def predicted_by_message(conversation: FactsConversation) -> list[list[Predicted
                 if f.kind in _FACT_KIND_NAME
             ]
         )
-        active = _after(active, changes.new, changes.superseded)
+        active = _after(active, changes)
     return result
 
 
-def _after(
-    active: list[Fact], new: Sequence[Fact], superseded: Sequence[tuple[int, int | None]]
-) -> list[Fact]:
-    gone = {old for old, _ in superseded}
-    start = max((f.id or 0 for f in active), default=0)
-    numbered = [replace(f, id=start + i) for i, f in enumerate(new, start=1)]
-    return [f for f in active if f.id not in gone] + [
-        f for f in numbered if f.status is FactStatus.ACTIVE
-    ]
+def _after(active: list[Fact], changes: FactChanges) -> list[Fact]:
+    """The active facts after `changes` (core.facts.apply), new ones numbered as a store
+    would number them."""
+    ids = count(max((f.id or 0 for f in active), default=0) + 1)
+    after = [f if f.id is not None else replace(f, id=next(ids)) for f in apply(active, changes)]
+    return [f for f in after if f.status is FactStatus.ACTIVE]
 
 
 def score_extraction(conversations: Iterable[FactsConversation]) -> ExtractionReport:
