@@ -54,6 +54,11 @@ STAGE_SECONDS = Histogram(
 NOTES_REBUILDS = Counter(
     "ebbtide_notes_rebuilds_total", "Notes rendered again (at an offload or a retry).", ["source"]
 )
+PROPOSED_FACTS = Counter(
+    "ebbtide_proposed_facts_total",
+    "Facts the chat model proposed: kept (their message says them) or dropped.",
+    ["outcome"],
+)
 TURN_SECONDS = Histogram("ebbtide_turn_seconds", "Server time spent on one turn.")
 PROVIDER_PROMPT_TOKENS = Counter(
     "ebbtide_provider_prompt_tokens",
@@ -194,6 +199,8 @@ def observe_turn(result: TurnResult) -> None:
         RERANK_TOP_SCORE.observe(max(hit.score for hit in recall.hits))
     if result.notes.updated:
         NOTES_REBUILDS.labels(source=result.notes.source or "extractive").inc()
+    PROPOSED_FACTS.labels(outcome="kept").inc(result.notes.proposed_kept)
+    PROPOSED_FACTS.labels(outcome="dropped").inc(result.notes.proposed_dropped)
     observe_provider_usage(usage.observed_prompt_tokens, usage.observed_cached_tokens)
     for reason in {offload.fallback, recall.fallback} - {None}:
         FALLBACKS.labels(reason=reason).inc()

@@ -479,6 +479,11 @@ class LlmSettings(BaseModel):
     rewrite_timeout_s: float = Field(
         5.0, gt=0, description="A rewrite slower than this is dropped (the rule rewrite stays)."
     )
+    propose_facts: bool = Field(
+        True,
+        description="The chat model proposes the stated facts of each turn's user messages; "
+        "only those whose key words its message says are kept (app/core/proposed.py).",
+    )
 
 
 class LimitSettings(BaseModel):

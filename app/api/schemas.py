@@ -465,6 +465,14 @@ class NotesView(_View):
     error: str | None
     needs_rebuild: bool
     facts: list[FactView] = Field(description="Active key facts with their sources.")
+    proposed_kept: int = Field(
+        0,
+        description="Facts the chat model proposed this turn that their message says "
+        "(EBBTIDE_LLM__PROPOSE_FACTS); the rules' own facts come first.",
+    )
+    proposed_dropped: int = Field(
+        0, description="Facts it proposed whose key words their message does not say: dropped."
+    )
 
 
 class TurnResponse(_View):

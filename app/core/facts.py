@@ -32,7 +32,7 @@ Policy (a summary must never weaken a constraint, docs/DESIGN.md §1):
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from enum import StrEnum
@@ -402,6 +402,17 @@ def _replacement_text(sentence: str, old: Fact) -> str:
     return f"{sentence} (replaces: {old.text})"
 
 
+def _choice_text(choice: Stated) -> str:
+    """A proposed choice as a decision: "route: rail via Duisburg (not: trucking)"."""
+    cjk = has_cjk(choice.value + choice.subject)
+    text = choice.value
+    if choice.subject:
+        text = f"{choice.subject}{'：' if cjk else ': '}{choice.value}"
+    if choice.rejected:
+        text += f"（不选：{choice.rejected}）" if cjk else f" (not: {choice.rejected})"
+    return text
+
+
 MERGED_KINDS = (FactKind.CONSTRAINT, FactKind.PREFERENCE, FactKind.PENDING_ACTION)
 
 
@@ -543,6 +554,31 @@ class _Extraction:
             self.retire(old, FactStatus.SUPERSEDED, index)
         return old is not None and index >= 0
 
+    def propose(self, proposed: Stated, message: SourceMessage) -> None:
+        """A fact a chat model proposed and its message was checked to say
+        (app/core/proposed.py): added unless the rules took the same from that message."""
+        said_here = [
+            f
+            for f in self.changes.new
+            if f.source_seq == message.seq and f.source_turn == message.turn
+        ]
+        if proposed.kind is not StatedKind.CHOICE:
+            kind = STATED_KINDS[proposed.kind]
+            if not any(f.kind is kind and f.value == proposed.value for f in said_here):
+                self.state(proposed, message)
+            return
+        if not any(f.kind is FactKind.DECISION for f in said_here):
+            fact = Fact(
+                FactKind.DECISION,
+                _choice_text(proposed),
+                message.turn,
+                message.seq,
+                message.role,
+                subject=proposed.subject or None,
+                value=proposed.value,
+            )
+            self.add(fact)
+
     def sentence(self, sentence: str, message: SourceMessage) -> None:
         stated = stated_in(sentence, message.said_at, self.days) if message.role == "user" else []
         superseded = [self.state(s, message) for s in stated]
@@ -571,11 +607,14 @@ def extract(
     max_active: int | None = None,
     near_duplicate: float = 0.8,
     carried: Sequence[Fact] = (),
+    proposed: Mapping[int, Sequence[Stated]] | None = None,
 ) -> FactChanges:
     """The fact changes the new messages make, given the facts active before them (oldest
     first); `max_active`: the bound per kind (None: unbounded); `near_duplicate`: the overlap
     of content words at which a constraint, preference or pending action is one already
-    active; `carried`: facts carried from another session, written with this turn's."""
+    active; `carried`: facts carried from another session, written with this turn's;
+    `proposed`: by message seq, facts a chat model proposed that the message says, taken
+    after the rules' own."""
     run = _Extraction(active, near_duplicate)
     for fact in carried:  # facts another session confirmed: active before this turn's words
         run.changes.new.append(fact)
@@ -588,6 +627,8 @@ def extract(
             text = "\n".join(p for p in _LIST_SPLIT.split(text) if not _OPTION_LINE.match(p))
         for sentence in sentences(text):
             run.sentence(sentence, message)
+        for said in (proposed or {}).get(message.seq, ()):
+            run.propose(said, message)
     if max_active is not None:
         run.bound(max_active)
     return run.changes

@@ -134,6 +134,8 @@ class NotesSummary:
     error: str | None
     needs_rebuild: bool
     facts: tuple[ActiveFact, ...]
+    proposed_kept: int = 0  # facts the chat model proposed that their message says
+    proposed_dropped: int = 0  # … and those it does not (never written)
 
 
 @dataclass(frozen=True)

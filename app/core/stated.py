@@ -38,6 +38,7 @@ class StatedKind(StrEnum):
     DATE = "date"
     PARTY = "party"
     IDENTIFIER = "identifier"
+    CHOICE = "choice"  # only a chat model proposes one (app/core/proposed.py); rules decide
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class Stated:
     subject: str  # what it is of: "pilot budget", "报关"; may be empty
     value: str  # normalised: "48500 EUR", "2027-03-14", "Priya Raman", "PO-88213"
     words: str  # the words said for it: "48,500 euros", "14 March"
+    rejected: str = ""  # a choice's alternative not taken
 
 
 @dataclass
@@ -691,3 +693,47 @@ def stated_in(sentence: str, said_at: datetime | None, context: DayContext) -> l
 
 def _inside(span: tuple[int, int, str, str], others: list[tuple[int, int, str, str]]) -> bool:
     return any(span[0] < e and span[1] > s for s, e, _, _ in others)
+
+
+# ---- what words say, for checking a fact proposed by a model (app/core/proposed.py) ---------
+
+_NUMBER_SAID = re.compile(
+    rf"\d[\d,]*(?:\.\d+)?|{ZH_NUMERAL}|\b(?:{EN_NUMBER_WORD})\b", re.IGNORECASE
+)
+_SCALE_AFTER = re.compile(r"\s*(k\b|thousand\b|m\b|million\b|万|千|百|亿)", re.IGNORECASE)
+
+
+def numbers_said(text: str) -> set[float]:
+    """Every number the words say, as said and scaled by a multiplier after it ("48,500",
+    "48.5k" → 48.5 and 48500, "三万二千" → 32000, "4.5万" → 45000, "two" → 2), and the values
+    of the amounts they state ("千分之二" → 0.2)."""
+    numbers: set[float] = set()
+    for match in _NUMBER_SAID.finditer(text):
+        number = _number(match.group().rstrip(","))
+        numbers.add(number)
+        scale = _SCALE_AFTER.match(text, match.end())
+        if scale:
+            word = scale.group(1).lower()
+            numbers.add(number * (_MULTIPLIER.get(word) or _ZH_MULTIPLIER[word]))
+    for _, _, value, _ in _amounts(text, has_cjk(text)):
+        numbers.add(float(value.partition(" ")[0]))
+    return numbers
+
+
+def amount_value(text: str) -> str | None:
+    """An amount as a model may write it ("48500 EUR", "€48,500", "48,500 euros", "三万二千元"),
+    normalised as the rules normalise it ("48500 EUR"); None when it is not one."""
+    found = _amounts(text, has_cjk(text))
+    if found:
+        return found[0][2]
+    match = re.fullmatch(r"\s*(\d[\d,]*(?:\.\d+)?)\s*(\S.*?)?\s*", text)
+    if match is None:
+        return None
+    number = _plain(_number(match.group(1)))
+    unit = match.group(2) or ""
+    return f"{number} {unit}".strip()
+
+
+def days_named(text: str, said_at: datetime) -> set[str]:
+    """The ISO days the words name, resolved against `said_at` as the rules resolve them."""
+    return {day for _, _, day, _ in _days(text, said_at.date(), DayContext(), past=False)}

@@ -239,6 +239,31 @@ def stated_facts_table(report: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def proposed_facts_table(report: dict[str, Any]) -> list[str]:
+    """The headroom of a chat model's proposed facts, measured with a scripted model that
+    knows the set's answers (app/evaluation/facts_oracle.py), the rules alone beside."""
+    rows = report.get("proposed_facts") or []
+    kinds = sorted({r["kind"] for r in rows}, key=_kind_order)
+    lines = [
+        "| helper | split | " + " | ".join(kinds) + " | made-up facts kept (whole set) |",
+        "| --- | --- |" + " --- |" * (len(kinds) + 1),
+    ]
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["helper"], row["split"]), []).append(row)
+    for (helper, split), cells in groups.items():
+        by_kind = {r["kind"]: r for r in cells}
+        made_up = f"{cells[0]['made_up_kept']} of {cells[0]['made_up']}"
+        lines.append(
+            f"| {helper} | {split} | "
+            + " | ".join(
+                f"{_cell(by_kind[k]['precision'])} / {_cell(by_kind[k]['recall'])}" for k in kinds
+            )
+            + f" | {made_up} |"
+        )
+    return [*lines, ""]
+
+
 def retention_table(report: dict[str, Any]) -> list[str]:
     """The key-fact hit rate: the set's facts still in the prompt after N× the window."""
     rows = report.get("fact_retention") or []
@@ -314,6 +339,9 @@ def write_report(report: dict[str, Any], out: Path, command: str) -> None:
         "## Stated facts (docs/EVAL.md): precision / recall of what the user stated (facts)",
         "",
         *stated_facts_table(report),
+        "### A chat model's proposed facts: headroom with a scripted model (precision / recall)",
+        "",
+        *proposed_facts_table(report),
         "### Key-fact hit rate: the set's facts still in the prompt after N× the window",
         "",
         *retention_table(report),

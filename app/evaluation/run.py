@@ -44,6 +44,7 @@ from app.evaluation.baselines import (
 )
 from app.evaluation.chats_recall import ChatsConfig, chats_rows, run_chats
 from app.evaluation.fact_retention import RetentionConfig, run_retention
+from app.evaluation.facts_oracle import headroom_rows
 from app.evaluation.hard_recall import HardConfig, rows, run_pressure
 from app.evaluation.report import write_report
 from app.evaluation.scenarios import NEVER_SAID, needle_scenario, task_scenario
@@ -335,6 +336,7 @@ async def run_eval(
         report["hard"] = await evaluate_hard(ctx, config.hard) if ctx is not None else []
         report["chats"] = await evaluate_chats(ctx, config.chats) if ctx is not None else None
         report["stated_facts"] = [asdict(r) for r in extraction_rows(score_extraction(load_set()))]
+        report["proposed_facts"] = [asdict(r) for r in headroom_rows(load_set())]
         report["fact_retention"] = (
             await evaluate_retention(ctx, config.retention) if ctx is not None else []
         )

@@ -18,7 +18,7 @@ half of the annotated value's content words.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from itertools import count
@@ -34,6 +34,14 @@ from app.core.facts import (
     apply,
     content_tokens,
     extract,
+)
+from app.core.proposed import (
+    PROPOSE_RULES,
+    Proposal,
+    ProposalCheck,
+    check_proposals,
+    parse_proposals,
+    proposal_prompt,
 )
 
 DATA = Path(__file__).parent / "data" / "stated_facts"
@@ -192,6 +200,8 @@ class MessageScore:
 @dataclass
 class ExtractionReport:
     scores: list[MessageScore] = field(default_factory=list)
+    kept: list[Proposal] = field(default_factory=list)  # a chat model's, its message says them
+    dropped: list[Proposal] = field(default_factory=list)  # a chat model's, dropped by the check
 
     def tally(
         self, kind: str | None = None, language: str | None = None, split: str | None = None
@@ -239,14 +249,39 @@ def _squash(text: str) -> str:
     return re.sub(r"\s+", "", text).casefold()
 
 
-def predicted_by_message(conversation: FactsConversation) -> list[list[PredictedFact]]:
+# A chat model as the scorer calls it: (system, user) → its answer's text.
+Proposer = Callable[[str, str], str]
+
+
+def _proposed(
+    propose: Proposer | None, source: SourceMessage, report: ExtractionReport
+) -> ProposalCheck:
+    """What a chat model proposes for a user message, checked as a turn checks it."""
+    if propose is None or source.role != "user":
+        return ProposalCheck()
+    answer = propose(PROPOSE_RULES, proposal_prompt([source]))
+    proposals = parse_proposals(answer)
+    check = check_proposals(proposals, [source])
+    report.dropped.extend(check.dropped)
+    report.kept.extend(p for p in proposals if p not in check.dropped)
+    return check
+
+
+def predicted_by_message(
+    conversation: FactsConversation,
+    propose: Proposer | None = None,
+    report: ExtractionReport | None = None,
+) -> list[list[PredictedFact]]:
     """What the extractor takes from each message, walking the conversation in order with the
-    facts active before each message (as a session would, one message per turn)."""
+    facts active before each message (as a session would, one message per turn); with
+    `propose`, a chat model's checked proposals too (their tally goes to `report`)."""
     active: list[Fact] = []
     result: list[list[PredictedFact]] = []
+    tally = report if report is not None else ExtractionReport()
     for turn, message in enumerate(conversation.messages, start=1):
         source = SourceMessage(turn, turn, message.role, message.text, message.said_at)
-        changes = extract([source], active)
+        check = _proposed(propose, source, tally)
+        changes = extract([source], active, proposed=check.by_message())
         result.append(
             [
                 PredictedFact(_FACT_KIND_NAME[f.kind], f.text, f.value)
@@ -266,10 +301,14 @@ def _after(active: list[Fact], changes: FactChanges) -> list[Fact]:
     return [f for f in after if f.status is FactStatus.ACTIVE]
 
 
-def score_extraction(conversations: Iterable[FactsConversation]) -> ExtractionReport:
+def score_extraction(
+    conversations: Iterable[FactsConversation], propose: Proposer | None = None
+) -> ExtractionReport:
+    """Precision and recall of the rules (with `propose`: and of a chat model's checked
+    proposals) on the set's user messages."""
     report = ExtractionReport()
     for conversation in conversations:
-        predictions = predicted_by_message(conversation)
+        predictions = predicted_by_message(conversation, propose, report)
         for message, predicted in zip(conversation.messages, predictions, strict=True):
             if message.role != "user":
                 continue

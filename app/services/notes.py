@@ -23,6 +23,13 @@ from app.core.facts import Fact, FactChanges, FactStatus, SourceMessage, apply, 
 from app.core.notes import NotesBody, render, update_body, weakened
 from app.core.plan import Snapshot, TurnPlan, window_notes_cap
 from app.core.ports import ChatModelUnavailable
+from app.core.proposed import (
+    PROPOSE_RULES,
+    ProposalCheck,
+    check_proposals,
+    parse_proposals,
+    proposal_prompt,
+)
 from app.core.results import ActiveFact, NotesSource, NotesSummary
 from app.core.tokens import count_text_block
 from app.services.context import ServiceContext
@@ -52,6 +59,7 @@ class NotesUpdate:
     rejected: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # constraints the cap left out
     error: str | None = None
+    proposals: ProposalCheck = field(default_factory=ProposalCheck)
 
     def text(self, previous: str | None) -> str | None:
         return self.rendered if self.rendered is not None else previous
@@ -68,6 +76,8 @@ class NotesUpdate:
             error=self.error,
             needs_rebuild=self.needs_rebuild,
             facts=active_facts_view(self.facts),
+            proposed_kept=len(self.proposals.kept),
+            proposed_dropped=len(self.proposals.dropped),
         )
 
 
@@ -115,16 +125,45 @@ async def update_notes(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> N
         )
 
 
-def _extracted(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> NotesUpdate:
+async def proposed_facts(ctx: ServiceContext, sources: Sequence[SourceMessage]) -> ProposalCheck:
+    """The stated facts the chat model proposes for the turn's user messages, checked against
+    them (app/core/proposed.py); nothing without a model, or when it fails or times out: the
+    rules' facts stand alone."""
+    said = [s for s in sources if s.role == "user"]
+    if ctx.chat_model is None or not ctx.settings.llm.propose_facts or not said:
+        return ProposalCheck()
+    try:
+        answer = await asyncio.wait_for(
+            ctx.chat_model.complete(PROPOSE_RULES, proposal_prompt(said)),
+            timeout=ctx.settings.llm.timeout_s,
+        )
+    except Exception:  # a model's failure, or its adapter's, never costs the rules' facts
+        return ProposalCheck()
+    return check_proposals(parse_proposals(answer), said)
+
+
+def _extracted(
+    ctx: ServiceContext,
+    snap: Snapshot,
+    plan: TurnPlan,
+    proposals: ProposalCheck | None = None,
+) -> NotesUpdate:
     """The turn's fact changes and body, nothing rendered yet. What the notes hold depends
     on this turn's messages only, never on which of the window's messages the plan offloads."""
     sources = _sources(plan)
     notes = ctx.settings.notes
+    proposals = proposals or ProposalCheck()
     changes = extract(
-        sources, snap.facts, notes.max_active_per_kind, notes.merge_similarity, snap.carried
+        sources,
+        snap.facts,
+        notes.max_active_per_kind,
+        notes.merge_similarity,
+        snap.carried,
+        proposals.by_message(),
     )
     body = update_body(snap.notes_body, sources, notes_limits(ctx.settings))
-    return NotesUpdate(changes=changes, body=body, facts=apply(snap.facts, changes))
+    facts = apply(snap.facts, changes)
+    return NotesUpdate(changes=changes, body=body, facts=facts, proposals=proposals)
 
 
 def _draft(ctx: ServiceContext, update: NotesUpdate, cap: int) -> str:
@@ -146,7 +185,7 @@ def drafted_notes_tokens(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) ->
 
 
 async def _update(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> NotesUpdate:
-    update = _extracted(ctx, snap, plan)
+    update = _extracted(ctx, snap, plan, await proposed_facts(ctx, _sources(plan)))
     facts, limits = update.facts, notes_limits(ctx.settings)
     if not (
         plan.offloaded

@@ -170,6 +170,8 @@ def event_payload(outcome: Outcome, result: TurnResult) -> JsonObject:
         },
         "facts": {
             "added": len(outcome.notes.changes.new),
+            "proposed_kept": len(outcome.notes.proposals.kept),
+            "proposed_dropped": len(outcome.notes.proposals.dropped),
             "superseded": [old for old, _ in outcome.notes.changes.superseded],
             "resolved": outcome.notes.changes.resolved,
             "expired": outcome.notes.changes.expired,

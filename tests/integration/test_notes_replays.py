@@ -3,13 +3,21 @@ across three forced offloads, through the real turn pipeline and Postgres."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.core.messages import Message
+from app.core.proposed import PROPOSE_RULES
 from app.core.results import TurnResult
-from app.providers.fakes import BrokenChatModel, EchoChatModel, WeakeningChatModel
+from app.providers.fakes import (
+    BrokenChatModel,
+    EchoChatModel,
+    ScriptedChatModel,
+    WeakeningChatModel,
+)
 from app.services.context import ServiceContext
 from app.services.turns import run_turn
 from tests.builders import assistant, user, words
@@ -204,3 +212,62 @@ async def test_constraints_the_cap_leaves_out_are_reported_and_stay_in_the_facts
     assert ctx.counter.count(notes.text) <= 60
     assert notes.missing_constraints
     assert set(notes.missing_constraints) <= set(facts_of(response))
+
+
+BROKER = (
+    "Our broker this time is a small firm called brightline customs, they quoted 2.4k for the "
+    "clearance. The order is PO-88213."
+)
+
+
+def proposing(*items: dict[str, object]) -> ScriptedChatModel:
+    """A chat model that proposes `items` for the facts prompt and echoes notes drafts."""
+
+    def reply(system: str, user: str) -> str:
+        if system == PROPOSE_RULES:
+            return json.dumps({"facts": list(items)})
+        return user
+
+    return ScriptedChatModel(reply)
+
+
+def proposal(kind: str, value: str, words: str, subject: str = "") -> dict[str, object]:
+    return {"message": 1, "kind": kind, "subject": subject, "value": value, "words": words}
+
+
+async def test_a_chat_models_proposed_facts_join_the_rules_when_their_message_says_them(
+    ctx: ServiceContext, connection: AsyncConnection
+) -> None:
+    ctx.chat_model = proposing(
+        proposal("party", "brightline customs", "called brightline customs", "broker"),
+        proposal("amount", "2400 EUR", "they quoted 2.4k", "clearance quote"),
+        proposal("identifier", "PO-88213", "The order is PO-88213", "order"),  # the rules' too
+        proposal("party", "Morgan Ellery", "Our broker this time", "broker"),  # never said
+    )
+    response = await post(ctx, "proposed", user(BROKER))
+    facts = {(f.kind, f.value) for f in response.notes.facts}
+    assert facts == {
+        ("party", "brightline customs"),
+        ("amount", "2400 EUR"),
+        ("identifier", "PO-88213"),
+    }
+    assert (response.notes.proposed_kept, response.notes.proposed_dropped) == (3, 1)
+    assert "brightline customs" in notes_of(response)
+    recorded = await connection.scalar(
+        text(
+            "SELECT payload->'facts' FROM events WHERE session_id = 'local/proposed' "
+            "ORDER BY id DESC LIMIT 1"
+        )
+    )
+    assert (recorded["proposed_kept"], recorded["proposed_dropped"]) == (3, 1)
+
+
+async def test_without_the_model_the_rules_facts_stand_alone(ctx: ServiceContext) -> None:
+    ctx.chat_model = ScriptedChatModel(lambda system, user: None)  # the model is down
+    down = await post(ctx, "proposed-down", user(BROKER))
+    ctx.chat_model = proposing(proposal("party", "brightline customs", "brightline customs"))
+    ctx.settings = make_settings(llm={"propose_facts": False})
+    switched_off = await post(ctx, "proposed-off", user(BROKER))
+    for response in (down, switched_off):
+        assert [(f.kind, f.value) for f in response.notes.facts] == [("identifier", "PO-88213")]
+        assert (response.notes.proposed_kept, response.notes.proposed_dropped) == (0, 0)
