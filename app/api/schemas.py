@@ -650,6 +650,15 @@ class RememberResponse(_View):
     facts: list[str] = Field(description="Kinds of the facts stored with it.")
 
 
+class FactsCarriedView(_View):
+    from_session: str
+    carried: list[int] = Field(description="Ids, in that session, of the facts carried now.")
+    texts: list[str] = Field(description="Their texts, as they now stand in this session.")
+    already_carried: list[int] = Field(
+        description="Ids carried by an earlier call or turn: not written twice."
+    )
+
+
 class TypeUsage(_View):
     summary: str
     use_when: str
@@ -705,6 +714,7 @@ MemoryAnswerView = (
     | RecallResponse
     | StatusView
     | RememberResponse
+    | FactsCarriedView
     | OffloadScheduledView
     | ForgetPendingView
     | ForgetDoneView
@@ -721,6 +731,8 @@ def answer_view(answer: MemoryAnswer) -> MemoryAnswerView:
             return StatusView.of(answer)
         case results.RememberResult():
             return RememberResponse.model_validate(answer)
+        case results.FactsCarried():
+            return FactsCarriedView.model_validate(answer)
         case results.OffloadScheduled():
             return OffloadScheduledView.model_validate(answer)
         case results.ForgetPending():

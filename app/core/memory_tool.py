@@ -21,6 +21,7 @@ from pydantic import ConfigDict, Field, model_validator
 from app.core.inputs import INT32_MAX, InputModel
 from app.core.rerank import header
 from app.core.results import (
+    FactsCarried,
     ForgetDone,
     ForgetPending,
     OffloadScheduled,
@@ -37,6 +38,7 @@ class MemoryType(StrEnum):
     HELP = "help"
     RECALL = "recall"
     REMEMBER = "remember"
+    CARRY = "carry"
     STATUS = "status"
     OFFLOAD = "offload"
     FORGET = "forget"
@@ -47,6 +49,7 @@ SCOPE_OF = {
     MemoryType.RECALL: Scope.READ,
     MemoryType.STATUS: Scope.READ,
     MemoryType.REMEMBER: Scope.WRITE,
+    MemoryType.CARRY: Scope.WRITE,
     MemoryType.OFFLOAD: Scope.OFFLOAD,
     MemoryType.FORGET: Scope.FORGET,
 }
@@ -101,6 +104,15 @@ USAGE: dict[MemoryType, Usage] = {
         "stored twice).",
         {"text": "the point, in one or two sentences", "tags": "e.g. constraint, preference"},
     ),
+    MemoryType.CARRY: Usage(
+        "Start this session from confirmed facts of another session of the same user "
+        "(amounts, dates, names, decisions, constraints): they join this session's notes with "
+        "their source session and turn. Never the other session's history.",
+        "The user continues a task begun in another session and names facts that still hold.",
+        "You have not seen the fact ids (they come from that session's status or turn "
+        "results), or the facts no longer hold.",
+        {"from_session": "the session the facts were stated in", "fact_ids": "their ids there"},
+    ),
     MemoryType.STATUS: Usage(
         "How full the context window is, what was moved out, and the current notes.",
         "You need to know whether earlier turns were moved out of your context.",
@@ -137,6 +149,8 @@ _ARGUMENT_SCHEMAS: dict[str, dict[str, Any]] = {
     "turn_start": {"type": "integer", "minimum": 1},
     "turn_end": {"type": "integer", "minimum": 1},
     "confirm": {"type": "string"},
+    "from_session": {"type": "string", "minLength": 1},
+    "fact_ids": {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 1},
 }
 
 
@@ -241,6 +255,12 @@ class MemoryRemember(RememberArguments):
     type: Literal["remember"]
 
 
+class MemoryCarry(_MemoryCall):
+    type: Literal["carry"]
+    from_session: str = Field(min_length=1, max_length=128)
+    fact_ids: list[Annotated[int, Field(ge=1, le=2**63 - 1)]] = Field(min_length=1, max_length=32)
+
+
 class MemoryStatus(_MemoryCall):
     type: Literal["status"]
 
@@ -261,7 +281,13 @@ class MemoryForget(_MemoryCall):
 
 
 MemoryCall = Annotated[
-    MemoryHelp | MemoryRecall | MemoryRemember | MemoryStatus | MemoryOffload | MemoryForget,
+    MemoryHelp
+    | MemoryRecall
+    | MemoryRemember
+    | MemoryCarry
+    | MemoryStatus
+    | MemoryOffload
+    | MemoryForget,
     Field(discriminator="type"),
 ]
 
@@ -270,6 +296,7 @@ MemoryAnswer = (
     | RecallResult
     | SessionStatus
     | RememberResult
+    | FactsCarried
     | OffloadScheduled
     | ForgetPending
     | ForgetDone
@@ -298,6 +325,8 @@ def answer_text(answer: MemoryAnswer) -> str:
             return status_text(answer)
         case RememberResult():
             return remember_text(answer)
+        case FactsCarried():
+            return carry_text(answer)
         case OffloadScheduled():
             return offload_text(answer)
         case ForgetPending() | ForgetDone():
@@ -352,6 +381,21 @@ def remember_text(result: RememberResult) -> str:
         return f"already stored as {result.chunk_id}; nothing new was written"
     facts = f" and kept in the notes as {', '.join(result.facts)}" if result.facts else ""
     return f"stored as {result.chunk_id}{facts}"
+
+
+def carry_text(result: FactsCarried) -> str:
+    carried = (
+        f"carried {len(result.carried)} facts from session {result.from_session} into the "
+        f"notes: " + "; ".join(result.texts)
+        if result.carried
+        else f"nothing new carried from session {result.from_session}"
+    )
+    already = (
+        f" (already carried before: ids {', '.join(map(str, result.already_carried))})"
+        if result.already_carried
+        else ""
+    )
+    return carried + already
 
 
 def offload_text(result: OffloadScheduled) -> str:

@@ -303,6 +303,17 @@ class RememberResult:
 
 
 @dataclass(frozen=True)
+class FactsCarried:
+    """What a `carry` call brought into a session: the source session's fact ids carried now
+    (with their texts) and those carried by an earlier call or turn (nothing written twice)."""
+
+    from_session: str
+    carried: tuple[int, ...]
+    texts: tuple[str, ...]
+    already_carried: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class OffloadScheduled:
     scheduled: bool
     until_tokens: int | None

@@ -8,9 +8,11 @@ from dataclasses import dataclass
 
 from app.core import memory_tool as tool
 from app.core.errors import InvalidForget
+from app.core.facts import CarryFacts
 from app.core.memory_tool import (
     MemoryAnswer,
     MemoryCall,
+    MemoryCarry,
     MemoryForget,
     MemoryHelp,
     MemoryOffload,
@@ -23,6 +25,7 @@ from app.core.memory_tool import (
 from app.core.types import JsonObject
 from app.services import memory
 from app.services.auth import Principal
+from app.services.carry import carry_into
 from app.services.context import ServiceContext
 from app.services.recall import recall_query
 from app.services.sessions import owned_session, session_status
@@ -65,6 +68,9 @@ async def _run(
             return await session_status(ctx, tenant, session_id)
         case MemoryRemember(text=text, tags=tags):
             return await memory.remember(ctx, tenant, session_id, text, tags)
+        case MemoryCarry(from_session=from_session, fact_ids=fact_ids):
+            carry = CarryFacts(from_session, tuple(dict.fromkeys(fact_ids)))
+            return await carry_into(ctx, tenant, session_id, carry)
         case MemoryOffload(until_tokens=until_tokens):
             return await memory.schedule_offload(ctx, tenant, session_id, until_tokens)
         case MemoryForget():

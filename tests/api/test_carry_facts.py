@@ -106,3 +106,33 @@ async def test_a_forgotten_fact_cannot_be_carried(
     response = await turn(client, "after", acme, "hi", carry_facts=carry)
     assert response.status_code == 422
     assert response.json()["error"]["details"]["fact_ids"] == [secret["id"]]
+
+
+async def test_the_memory_tool_carries_facts_into_a_session_once(
+    ctx: ServiceContext, client: httpx.AsyncClient, acme: dict[str, str], other: dict[str, str]
+) -> None:
+    assert (await turn(client, "first", acme, STATED)).status_code == 200
+    budget = next(f for f in await facts_of(client, "first", acme) if f["kind"] == "amount")
+    assert (await turn(client, "second", acme, "Let's plan phase two.")).status_code == 200
+    call = {"type": "carry", "from_session": "first", "fact_ids": [budget["id"]]}
+
+    answer = (await client.post("/sessions/second/memory", json=call, headers=acme)).json()
+    assert answer["result"]["carried"] == [budget["id"]]
+    assert "carried 1 facts from session first" in answer["text"] and "48500 EUR" in answer["text"]
+    carried = [f for f in await facts_of(client, "second", acme) if f["carried_from"]]
+    assert [(f["carried_from"], f["carried_fact_id"], f["source_turn"]) for f in carried] == [
+        ("first", budget["id"], 1)
+    ]
+    notes = (await turn(client, "second", acme, "Go on.")).json()["notes"]["text"]
+    assert "48500 EUR" in notes and "(session first, turn 1)" in notes
+
+    again = (await client.post("/sessions/second/memory", json=call, headers=acme)).json()
+    assert again["result"]["carried"] == [] and again["result"]["already_carried"] == [budget["id"]]
+    assert len([f for f in await facts_of(client, "second", acme) if f["carried_from"]]) == 1
+
+    assert (await turn(client, "second", other, "globex's own session")).status_code == 200
+    across = await client.post("/sessions/second/memory", json=call, headers=other)
+    assert across.status_code == 422 and across.json()["error"]["code"] == "facts_not_carried"
+    reader = bearer(await create_key(ctx, "acme", ["memory:read"]))
+    denied = await client.post("/sessions/second/memory", json=call, headers=reader)
+    assert denied.status_code == 403

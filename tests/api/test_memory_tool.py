@@ -60,7 +60,7 @@ async def test_help_lists_only_the_types_the_key_may_call(
 ) -> None:
     await converse(client, "h", default)
     limited = (await memory(client, "h", default, type="help")).json()
-    assert list(limited["result"]["types"]) == ["help", "recall", "remember", "status"]
+    assert list(limited["result"]["types"]) == ["help", "recall", "remember", "carry", "status"]
     assert "Use when" in limited["text"] and "no match" in limited["text"]
     everything = (await memory(client, "h", full, type="help")).json()
     assert "forget" in everything["result"]["types"] and "offload" in everything["text"]
@@ -80,7 +80,15 @@ async def test_tool_definitions_in_both_forms_follow_the_scopes(
     anthropic = limited["anthropic"]
     assert anthropic["name"] == "memory" and anthropic["input_schema"] == function["parameters"]
     everything = (await client.get("/tools/memory", headers=full)).json()
-    assert everything["types"] == ["help", "recall", "remember", "status", "offload", "forget"]
+    assert everything["types"] == [
+        "help",
+        "recall",
+        "remember",
+        "carry",
+        "status",
+        "offload",
+        "forget",
+    ]
 
 
 async def test_recall_returns_headed_raw_text_or_no_match_and_skips_what_was_injected(
