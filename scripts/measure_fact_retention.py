@@ -1,7 +1,8 @@
 """Key-fact hit rate on the whole stated-facts set (docs/EVAL.md, "Key-fact hit rate"): every
 conversation posted through the real pipeline on a fresh embedded database, then small talk up
 to 1×, 3× and 10× the window; the share of the facts that still hold which the last prompt
-carries (by the notes, the window or a recalled block), by split and language.
+carries (by the notes, the window or a recalled block), by split and language; and the share
+of the tasks the set marks open at the end that the prompt still holds (open-task retention).
 
     python scripts/measure_fact_retention.py --window 2000
 
@@ -39,8 +40,11 @@ async def main(window: int) -> None:
     )
     started = time.perf_counter()
     print(f"window {window}, pressures {PRESSURES}\n")
-    print("| split | pressure | language | facts | in the prompt | by the notes | hit rate |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print(
+        "| split | pressure | language | facts | in the prompt | by the notes | hit rate "
+        "| open tasks | kept | open-task retention |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     try:
         for split in SPLITS:
             chosen = [c for c in load_set() if c.split == split]
@@ -48,7 +52,8 @@ async def main(window: int) -> None:
             for row in sorted(rows, key=lambda r: (r.pressure, r.language)):
                 print(
                     f"| {split} | {row.pressure}× | {row.language} | {row.facts} "
-                    f"| {row.in_prompt} | {row.in_notes} | {row.hit_rate or 0:.2f} |"
+                    f"| {row.in_prompt} | {row.in_notes} | {row.hit_rate or 0:.2f} "
+                    f"| {row.open_tasks} | {row.open_kept} | {row.open_retention or 0:.2f} |"
                 )
     finally:
         await ctx.aclose()

@@ -7,7 +7,10 @@ the window in tokens; the last turn's prompt is read. A fact is in it when its v
 notes write it ("48500 EUR", "2027-03-14", a name, a code) or its source message, word for
 word, is there (the window, a recalled block, or the notes). The facts counted are those that
 still hold at the end: a later annotated fact of the same kind and subject replaces an earlier
-one.
+one. The open-task retention reads the same last prompt for the tasks the set marks open at
+the end (`+ open`): one is kept when its source message is in the prompt word for word, or one
+line of the notes holds at least half of its key words (its content words; single characters
+in Chinese).
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
+from app.core.facts import content_tokens
 from app.core.messages import Message
 from app.core.results import TurnResult
 from app.evaluation.scenarios import FILLER_EN, FILLER_ZH, post
-from app.evaluation.stated_facts import AnnotatedFact, FactsConversation, SetMessage
+from app.evaluation.stated_facts import OPEN_TASK, AnnotatedFact, FactsConversation, SetMessage
 from app.services.context import ServiceContext
 
 PRESSURES = (1, 3, 10)
@@ -63,10 +67,16 @@ class RetentionRow:
     facts: int
     in_prompt: int
     in_notes: int  # of those, by their value in the notes block
+    open_tasks: int = 0
+    open_kept: int = 0  # of those, in the prompt (their message, or a line of the notes)
 
     @property
     def hit_rate(self) -> float | None:
         return self.in_prompt / self.facts if self.facts else None
+
+    @property
+    def open_retention(self) -> float | None:
+        return self.open_kept / self.open_tasks if self.open_tasks else None
 
 
 def holding_facts(conversation: FactsConversation) -> list[HoldingFact]:
@@ -77,9 +87,30 @@ def holding_facts(conversation: FactsConversation) -> list[HoldingFact]:
     for message in conversation.messages:
         said: dict[tuple[str, str], list[HoldingFact]] = {}
         for fact in message.facts:
+            if fact.kind == OPEN_TASK:
+                continue
             said.setdefault((fact.kind, fact.subject), []).append(HoldingFact(fact, message))
         latest.update(said)
     return [h for group in latest.values() for h in group]
+
+
+def open_tasks(conversation: FactsConversation) -> list[HoldingFact]:
+    """The tasks the conversation leaves open at its end, each with the message that set it."""
+    return [
+        HoldingFact(fact, message)
+        for message in conversation.messages
+        for fact in message.facts
+        if fact.kind == OPEN_TASK
+    ]
+
+
+def task_kept(task: HoldingFact, prompt: str, notes: str) -> bool:
+    """The task's message is in the prompt, or a line of the notes holds at least half of its
+    key words."""
+    if task.source.text in prompt:
+        return True
+    wanted = content_tokens(task.fact.value)
+    return any(len(wanted & content_tokens(line)) * 2 >= len(wanted) for line in notes.splitlines())
 
 
 def _filler(rng: random.Random, language: str) -> str:
@@ -131,8 +162,16 @@ async def retention_of(
     holding = holding_facts(conversation)
     in_prompt = [h for h in holding if h.source.text in prompt or h.fact.value in prompt]
     in_notes = [h for h in in_prompt if h.fact.value in notes]
+    tasks = open_tasks(conversation)
+    kept = [t for t in tasks if task_kept(t, prompt, notes)]
     return RetentionRow(
-        pressure, conversation.language, len(holding), len(in_prompt), len(in_notes)
+        pressure,
+        conversation.language,
+        len(holding),
+        len(in_prompt),
+        len(in_notes),
+        len(tasks),
+        len(kept),
     )
 
 
@@ -155,10 +194,12 @@ async def run_retention(
                 pressure=pressure,
                 session=f"{label}-{conversation.id}-{pressure}",
             )
-            total = totals.setdefault((pressure, conversation.language), [0, 0, 0])
+            total = totals.setdefault((pressure, conversation.language), [0, 0, 0, 0, 0])
             total[0] += row.facts
             total[1] += row.in_prompt
             total[2] += row.in_notes
+            total[3] += row.open_tasks
+            total[4] += row.open_kept
     return [
         RetentionRow(pressure, language, *counts) for (pressure, language), counts in totals.items()
     ]

@@ -265,20 +265,22 @@ def proposed_facts_table(report: dict[str, Any]) -> list[str]:
 
 
 def retention_table(report: dict[str, Any]) -> list[str]:
-    """The key-fact hit rate: the set's facts still in the prompt after N× the window."""
+    """The key-fact hit rate and the open-task retention after N× the window."""
     rows = report.get("fact_retention") or []
     if not rows:
         return ["Not run: the key-fact hit rate needs Ebbtide in-process (no `--url`).", ""]
     lines = [
         f"Window {rows[0]['window']} tokens.",
         "",
-        "| pressure | language | facts | in the prompt | of them by the notes | hit rate |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| pressure | language | facts | in the prompt | of them by the notes | hit rate "
+        "| open tasks | kept | open-task retention |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in rows:
         lines.append(
             f"| {row['pressure']}× | {row['language']} | {row['facts']} | {row['in_prompt']} "
-            f"| {row['in_notes']} | {_cell(row['hit_rate'])} |"
+            f"| {row['in_notes']} | {_cell(row['hit_rate'])} | {row['open_tasks']} "
+            f"| {row['open_kept']} | {_cell(row['open_retention'])} |"
         )
     return [*lines, ""]
 

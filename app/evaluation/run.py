@@ -299,7 +299,15 @@ async def evaluate_retention(ctx: ServiceContext, config: RetentionConfig) -> li
     found = await run_retention(
         ctx, conversations, window=config.window, pressures=config.pressures, label="eval-facts"
     )
-    return [{**asdict(r), "hit_rate": r.hit_rate, "window": config.window} for r in found]
+    return [
+        {
+            **asdict(r),
+            "hit_rate": r.hit_rate,
+            "open_retention": r.open_retention,
+            "window": config.window,
+        }
+        for r in found
+    ]
 
 
 async def run_eval(

@@ -5,6 +5,9 @@ File format (one file per language): `== id | lang | domain | split` opens a con
 `@ YYYY-MM-DD HH:MM role` a message whose text follows on the next line, and each
 `+ kind | subject | value [| rejected: …]` line under a message one fact it states. A user
 message with no `+` line states none (small talk, questions, hypotheticals, quotations).
+`+ open | task | key words` marks a task the message sets (asks the assistant for, or says is
+to be done) that the conversation does not show done by its end: not a stated fact, it is
+what the open-task retention counts (app/evaluation/fact_retention.py).
 Values are normalised: amounts as `number UNIT` (currencies as ISO codes), days as ISO dates,
 parties and identifiers as written. Only user messages are scored: key facts are what the user
 stated.
@@ -47,6 +50,7 @@ from app.core.proposed import (
 DATA = Path(__file__).parent / "data" / "stated_facts"
 SCORED_KINDS = ("amount", "date", "party", "identifier", "choice", "preference")
 TARGET_KINDS = ("amount", "date", "party", "choice")
+OPEN_TASK = "open"
 _FACT_KIND_NAME = {
     FactKind.AMOUNT: "amount",
     FactKind.DATE: "date",
@@ -147,7 +151,7 @@ def _parse(text: str, name: str) -> list[FactsConversation]:
 
 def _fact(line: str, name: str, number: int) -> AnnotatedFact:
     parts = [p.strip() for p in line.split("|")]
-    if len(parts) not in (3, 4) or parts[0] not in SCORED_KINDS:
+    if len(parts) not in (3, 4) or parts[0] not in (*SCORED_KINDS, OPEN_TASK):
         raise StatedFactsSetError(f"{name}:{number}: fact needs kind | subject | value")
     rejected = parts[3].removeprefix("rejected:").strip() if len(parts) == 4 else None
     return AnnotatedFact(parts[0], parts[1], parts[2], rejected)

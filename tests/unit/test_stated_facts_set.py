@@ -12,6 +12,7 @@ import pytest
 from app.evaluation.facts_oracle import HELPERS, FactsOracle, headroom_rows
 from app.evaluation.report import proposed_facts_table
 from app.evaluation.stated_facts import (
+    OPEN_TASK,
     TARGET_KINDS,
     AnnotatedFact,
     ExtractionReport,
@@ -78,8 +79,16 @@ def test_rows_cover_every_split_language_and_kind(report: ExtractionReport) -> N
     assert {(r.split, r.language) for r in rows} >= {("holdout", "zh"), ("all", "all")}
     everything = [r for r in rows if r.split == "all" and r.language == "all"]
     assert sum(r.annotated for r in everything) == sum(
-        len(m.facts) for c in SET for m in c.messages
+        1 for c in SET for m in c.messages for f in m.facts if f.kind != OPEN_TASK
     )
+
+
+def test_open_tasks_are_marked_in_both_languages_and_are_no_stated_facts(
+    report: ExtractionReport,
+) -> None:
+    tasks = [(c.language, f) for c in SET for m in c.messages for f in m.facts if f.kind == "open"]
+    assert {language for language, _ in tasks} == {"en", "zh"} and len(tasks) >= 20
+    assert all(score.kind != OPEN_TASK for score in report.scores)
 
 
 @pytest.mark.parametrize(
