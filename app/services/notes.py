@@ -142,6 +142,16 @@ async def proposed_facts(ctx: ServiceContext, sources: Sequence[SourceMessage]) 
     return check_proposals(parse_proposals(answer), said)
 
 
+def waits_on_chat_model(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> bool:
+    """Whether the turn's notes update calls the chat model: for the facts of new user words,
+    or for the notes rendered at an offload or a rebuild."""
+    if ctx.chat_model is None:
+        return False
+    if ctx.settings.llm.propose_facts and any(s.role == "user" for s in _sources(plan)):
+        return True
+    return plan.offloaded or snap.notes_needs_rebuild
+
+
 def _extracted(
     ctx: ServiceContext,
     snap: Snapshot,

@@ -36,7 +36,12 @@ from app.core.transcript import StoredEntry, reconcile
 from app.core.types import JsonObject, WindowMessage
 from app.services.carry import facts_to_carry
 from app.services.context import ServiceContext
-from app.services.notes import NotesUpdate, drafted_notes_tokens, update_notes
+from app.services.notes import (
+    NotesUpdate,
+    drafted_notes_tokens,
+    update_notes,
+    waits_on_chat_model,
+)
 from app.services.offload import build_batch
 from app.services.policies import plan_policy
 from app.services.sessions import locked_session, owned
@@ -294,14 +299,14 @@ def _planned(
 
 def _needs_outside_work(planned: Planned, inp: TurnInput, snap: Snapshot) -> bool:
     """Whether the turn must wait on something besides the database: a recall search (the
-    query embedding), chunks embedded inline, or notes written by the chat model."""
+    query embedding), chunks embedded inline, or the chat model (facts or notes)."""
     ctx, plan = planned.ctx, planned.plan
     if recall_skip_reason(inp, planned.query, snap, plan) is None:
         return True
     chunks_to_build = plan.offloaded or bool(plan.oversize_drafts)
     if chunks_to_build and ctx.settings.embedder.offload_embedding == "inline":
         return True
-    return ctx.chat_model is not None and (plan.offloaded or snap.notes_needs_rebuild)
+    return waits_on_chat_model(ctx, snap, plan)
 
 
 async def _complete(

@@ -20,6 +20,7 @@ from app.providers.fakes import (
 )
 from app.services.context import ServiceContext
 from app.services.turns import run_turn
+from app.store import statements
 from tests.builders import assistant, user, words
 from tests.conftest import make_settings
 from tests.integration.test_turn_invariants import turn_input
@@ -271,3 +272,17 @@ async def test_without_the_model_the_rules_facts_stand_alone(ctx: ServiceContext
     for response in (down, switched_off):
         assert [(f.kind, f.value) for f in response.notes.facts] == [("identifier", "PO-88213")]
         assert (response.notes.proposed_kept, response.notes.proposed_dropped) == (0, 0)
+
+
+async def test_a_turn_that_asks_the_chat_model_for_facts_lets_the_lock_go_while_it_waits(
+    ctx: ServiceContext,
+) -> None:
+    """Like a recall search, the model's call happens between two transactions, never under
+    the session's row lock (a quiet turn without a model is one transaction)."""
+    await post(ctx, "held", user("hello"))
+    ctx.chat_model = proposing(proposal("party", "brightline customs", "brightline customs"))
+    with statements.counting() as sent:
+        response = await post(ctx, "held", user(BROKER))
+    assert response.recall.skipped_reason == "archive_empty"
+    assert sent.transactions == 2  # the locked read, then the write that locks again
+    assert ("party", "brightline customs") in {(f.kind, f.value) for f in response.notes.facts}
