@@ -197,10 +197,12 @@ _UNITS_EN = (
     r"gb|tb|mb|days?|weeks?|months?|hours?|minutes?|seconds?|nights?|people|persons?|"
     r"customers?|users?|attendees?|guests?|orders?|roles?|engineers?|developers?|analysts?|"
     r"seats?|rooms?|licen[cs]es?|servers?|trucks?|shipments?|parcels?|degrees?|requests?|"
-    r"tickets?|employees?|staff|heads?|laptops?|devices?|machines?"
+    r"tickets?|employees?|staff|heads?|laptops?|devices?|machines?|desks?|chairs?|racks?|"
+    r"monitors?|screens?|phones?|printers?|vehicles?|vans?|beds?|tables?"
 )
 _UNITS_ZH = (
     r"箱|件|台|吨|公斤|千克|克|公里|米|天|周|个月|小时|分钟|秒|晚|人|度|%|％|张|份|套|辆|柜|托|"
+    r"(?:GB|TB|MB)(?![A-Za-z])|"
     r"个(?:订单|用户|客户|人|工作日|托盘|集装箱|柜子|账号|项目)"
 )
 _NUM = rf"(?:\d[\d,]*(?:\.\d+)?|{EN_NUMBER_WORD})"
@@ -218,6 +220,11 @@ _ZH_NUM = rf"(?:\d[\d,]*(?:\.\d+)?|{ZH_NUMERAL})"
 _DURATIONS_ZH = frozenset({"天", "周", "个月", "小时", "分钟", "秒", "晚"})
 _MONEY_ZH = re.compile(rf"(?P<n>{_ZH_NUM})(?P<big>万|千|百|亿)?(?P<cur>{'|'.join(_CURRENCY_ZH)})")
 _BARE_WAN = re.compile(rf"(?P<n>{_ZH_NUM})(?P<big>万)(?![元块美欧英日人])")
+# A price said as a bare number right after what it is the price of: 人均预算三百五, 单价七千五.
+_BARE_PRICE_ZH = re.compile(
+    rf"(?:预算|报价|单价|人均|费用|价格)(?:是|为|定为|大概|约|在)?"
+    rf"(?P<n>{ZH_NUMERAL}|\d[\d,]*(?:\.\d+)?)(?![\d万千百亿元块美欧英日人个%％.,\w])"
+)
 _MONEY_CONTEXT_ZH = re.compile(r"预算|报价|费|价|钱|成本|花了|付|赔|退|收入|工资|薪")
 _QUANTITY_ZH = re.compile(rf"(?<!第)(?P<n>{_ZH_NUM})(?P<unit>{_UNITS_ZH})")
 _PER_MILLE_ZH = re.compile(rf"(?P<base>千分之|百分之)(?P<n>{_ZH_NUM})")
@@ -278,6 +285,9 @@ def _amounts(clause: str, cjk: bool) -> list[tuple[int, int, str, str]]:
         for match in _BARE_WAN.finditer(clause):
             number = _number(match["n"])
             add(match.start(), match.end(), f"{_plain(number * 10_000)} CNY")
+        for match in _BARE_PRICE_ZH.finditer(clause):
+            number = _number(match["n"])
+            add(match.start("n"), match.end(), f"{_plain(number)} CNY")
     for match in _PER_MILLE_ZH.finditer(clause):
         share = _number(match["n"]) / (10 if match["base"] == "千分之" else 1)
         add(match.start(), match.end(), f"{_plain(share)} %")
@@ -317,7 +327,7 @@ _DAY_PATTERNS = re.compile(
     rf"|\b(?<!every )(?<!each )(?P<this_en>{_WEEKDAY_EN})\b"
     rf"(?!s\b|\s+(?:mornings|afternoons|evenings|nights)\b)"
     rf"|(?<![上下每])(?:周|星期|礼拜)(?P<this_zh>[{WEEKDAYS_ZH}天])"
-    rf"|\bthe (?P<bare_day>\d{{1,2}})(?:st|nd|rd|th)\b"
+    rf"|\bthe (?P<bare_day>\d{{1,2}})(?:st|nd|rd|th)\b(?!\s+(?:of\s+)?(?:{_MONTH})\b)"
     rf"|(?<![月\d])(?P<zh_bare_day>\d{{1,2}})号"
     rf"|(?P<rel>\bday after tomorrow\b|\btomorrow\b|\btoday\b|\btonight\b|后天|明天|今天|今晚|今日)"
     rf"|(?P<due_time>\b(?:due|by|before|until|at)\s+\d{{1,2}}:\d{{2}}\b)",
@@ -432,6 +442,10 @@ _PAST_TENSE = re.compile(
 )
 
 
+# What may stand between a weekday and the calendar day it names ("Saturday, the 12th of June").
+_BEFORE_A_DAY = re.compile(r"[\s,，]*(?:the\s+)?")
+
+
 def _loose(match: re.Match[str]) -> bool:
     """A weekday, a relative day or a clock time: resolved only with more to go on."""
     return any(match[g] for g in ("this_en", "this_zh", "rel", "due_time", "next_en", "next_zh"))
@@ -458,7 +472,8 @@ def _days(
         if match["next_en"] or match["next_zh"]:
             context.week_of = day
         # "Saturday 23 January": the weekday names the calendar day that follows it.
-        if (match["this_en"] or match["this_zh"]) and _DAY_PATTERNS.match(clause, match.end() + 1):
+        following = _BEFORE_A_DAY.match(clause, match.end()).end()
+        if (match["this_en"] or match["this_zh"]) and _DAY_PATTERNS.match(clause, following):
             continue
         context.last_day = day
         found.append((match.start(), match.end(), day.isoformat(), match.group(0).strip()))
@@ -516,10 +531,10 @@ _ZH_SURNAMES = (
 )
 _ZH_GIVEN = r"[^\W\d_一二三四五六七八九十末天点号月日年的了是和与在负来跟对]"
 _ZH_PERSON = rf"(?:[{_ZH_SURNAMES}]{_ZH_GIVEN}{{1,2}}?|小{_ZH_GIVEN}|[{_ZH_SURNAMES}]总)"
-_ZH_ROLE_AFTER = r"(?:负责|来写|来做|来|跟进|牵头|复核|审批|处理|对接|主持|签字|签)"
+_ZH_ROLE_AFTER = r"(?:负责|来写|来做|来|跟进|牵头|统筹|执行|主导|复核|审批|处理|对接|主持|签字|签)"
 _ZH_PERSON_ROLE = re.compile(
     rf"(?:由|让|派|请|是|为|找|叫|的)(?P<a>{_ZH_PERSON})(?={_ZH_ROLE_AFTER}|[，。,；;]|$)"
-    rf"|(?:^|[，,。；;、\s]|是)(?P<b>{_ZH_PERSON}){_ZH_ROLE_AFTER}"
+    rf"|(?:^|[，,。；;、\sA-Za-z]|是)(?P<b>{_ZH_PERSON}){_ZH_ROLE_AFTER}"
     rf"|(?:对接人|联系人|负责人|审批人|接口人|对接的)是(?:[\u4e00-\u9fff]{{0,8}}的)?(?P<c>{_ZH_PERSON})(?![\u4e00-\u9fff])"
     rf"|(?:我|和|、)(?P<d>小[\u4e00-\u9fff]|[{_ZH_SURNAMES}]总)(?=[，。,、和]|$)"
     rf"|(?:主管|经理|总监|主任|组长|老师|工程师|同事|专员|负责人|律师|医生)(?P<e>{_ZH_PERSON})"
@@ -527,7 +542,7 @@ _ZH_PERSON_ROLE = re.compile(
 )
 _ZH_ORG_SUFFIX = (
     "有限公司|股份公司|集团|公司|物流|快递|科技|贸易|电子|银行|宾馆|酒店|航空|冷运|云|医院|"
-    "大学|商贸|实业|网络|软件|传媒|咨询|制造|工厂|仓储|供应链"
+    "大学|商贸|实业|网络|软件|传媒|咨询|制造|工厂|仓储|供应链|国旅|旅行社|报关行"
 )
 _ZH_ORG = re.compile(rf"(?P<org>[\u4e00-\u9fffA-Za-z]{{1,8}}?(?:{_ZH_ORG_SUFFIX}))")
 _ZH_ORG_STOP = set("是选用到在的由给和与把被向从让请找派为改换迁续跟对")
@@ -599,6 +614,7 @@ _IDENTIFIER = re.compile(
     r"|(?=[A-Za-z0-9-]*\d)(?=[A-Za-z0-9-]*[A-Z])[A-Za-z0-9]+(?:-[A-Za-z0-9]+)+"  # PO-88213
     r"|(?=[A-Z0-9]*\d)[A-Z][A-Z0-9]{3,}"  # NH212, C8K2P4471, CT88120455
     r"|[A-Z]{2}\d{2,}[A-Z0-9]*"
+    r"|[A-Z]{1,4}(?:/\d+){2,}"  # a reference in slashed parts: LB/2027/118
     r"|(?:v)?\d+\.\d+\.\d+"  # a version
     r"|~?/?(?:[\w.-]+/)+[\w.-]+\.[A-Za-z0-9]{1,5}"  # a file path with an extension
     r")(?![A-Za-z0-9_/-])"

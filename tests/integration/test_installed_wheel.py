@@ -17,6 +17,11 @@ from app.loopback import free_loopback_port, wait_until_ready
 from tests.conftest import PROJECT_ROOT
 
 INSTALL_TIMEOUT_S = 900
+EVAL_SETS = (
+    "from app.evaluation.hard_set import hard_needles; "
+    "from app.evaluation.stated_facts import load_set; "
+    "print(len(hard_needles()), len(load_set()))"
+)
 
 
 def run(*command: str | Path, cwd: Path | None = None) -> None:
@@ -60,3 +65,15 @@ def test_the_built_wheel_installs_and_serves_a_turn_from_an_empty_folder(tmp_pat
         server.wait(timeout=60)
     assert list(empty.iterdir()) == []  # nothing written where it was started
     assert "Traceback" not in log.read_text(), log.read_text()
+    # `ebbtide eval`'s sets ship inside the package too
+    sets = subprocess.run(
+        [venv / "bin" / "python", "-c", EVAL_SETS],
+        cwd=empty,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    hard, facts = map(int, sets.stdout.split())
+    assert hard > 0 and facts > 0, sets.stdout

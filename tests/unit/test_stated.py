@@ -88,6 +88,9 @@ def test_chinese_numerals(text: str, number: int | None) -> None:
         ("盘点期间仓库停止发货一天", "1 天"),
         ("Catering costs ¥500 a head", "500 JPY"),
         ("餐费每人¥80", "80 CNY"),
+        ("单价七千五，含税", "7500 CNY"),  # a bare price after what it is the price of
+        ("每天大概新增15GB日志", "15 GB"),
+        ("We need 40 desks and 6 printers for the new floor.", "40 desks"),
     ],
 )
 def test_amounts_are_normalised_with_their_unit(sentence: str, value: str) -> None:
@@ -127,6 +130,7 @@ def test_articles_ordinals_years_and_clock_times_are_no_amounts() -> None:
         ("Send it by tomorrow", "2027-02-02"),
         ("上线时间定在2027年1月28日晚上十点", "2027-01-28"),
         ("The release is 2027-04-28.", "2027-04-28"),
+        ("The gala is on Friday, the 14th of May.", "2027-05-14"),
         ("The next update is due at 09:00.", "2027-02-01"),
         ("It's due March 3rd, 2028.", "2028-03-03"),
         ("货款3月底前付清", "2027-03-31"),
@@ -158,6 +162,14 @@ def test_a_weekday_after_next_week_stays_in_that_week() -> None:
     ]
 
 
+def test_a_weekday_before_the_calendar_day_it_names_is_no_day_of_its_own() -> None:
+    assert values("The gala is on Friday, the 14th of May.") == [("date", "2027-05-14")]
+    assert values("Move-in is Sunday the 9th of May, keys on the 7th.") == [
+        ("date", "2027-05-09"),
+        ("date", "2027-05-07"),
+    ]
+
+
 def test_impossible_days_are_dropped() -> None:
     assert values("Due 31 February.") == []
     assert values("Due 2027-02-30.") == []
@@ -182,6 +194,9 @@ def test_impossible_days_are_dropped() -> None:
         ("现在是阿里云，合同3月31日到期。", "阿里云"),
         ("Thanks Priya Raman handles it", "Priya Raman"),
         ("Thanks Kessler Logistics is the vendor", "Kessler Logistics"),
+        ("方案由产品部的许晴统筹", "许晴"),
+        ("上线由SRE顾铭执行", "顾铭"),
+        ("这次的旅行社是康辉旅行社", "康辉旅行社"),
     ],
 )
 def test_parties_with_their_role(sentence: str, party: str) -> None:
@@ -207,6 +222,7 @@ def test_names_without_a_role_and_pronoun_organisations_are_not_parties() -> Non
         ),
         ("订单号SO-20270222-07", "SO-20270222-07"),
         ("账号是AB12345", "AB12345"),
+        ("The permit ref is WP/2026/4471.", "WP/2026/4471"),
     ],
 )
 def test_identifiers(sentence: str, identifier: str) -> None:
