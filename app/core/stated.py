@@ -442,8 +442,8 @@ _PAST_TENSE = re.compile(
 )
 
 
-# What may stand between a weekday and the calendar day it names ("Saturday, the 12th of June").
-_BEFORE_A_DAY = re.compile(r"[\s,，]*(?:the\s+)?")
+# A day right after a weekday, which then only names it ("Saturday, the 12th of June").
+_DAY_AFTER = re.compile(rf"[\s,，]*(?:the\s+)?(?:{_DAY_PATTERNS.pattern})", re.IGNORECASE)
 
 
 def _loose(match: re.Match[str]) -> bool:
@@ -472,8 +472,7 @@ def _days(
         if match["next_en"] or match["next_zh"]:
             context.week_of = day
         # "Saturday 23 January": the weekday names the calendar day that follows it.
-        following = _BEFORE_A_DAY.match(clause, match.end()).end()
-        if (match["this_en"] or match["this_zh"]) and _DAY_PATTERNS.match(clause, following):
+        if (match["this_en"] or match["this_zh"]) and _DAY_AFTER.match(clause, match.end()):
             continue
         context.last_day = day
         found.append((match.start(), match.end(), day.isoformat(), match.group(0).strip()))
