@@ -134,7 +134,8 @@ _POLITE_IF = re.compile(
 )
 _HYPOTHETICAL = re.compile(
     r"\b(?:if|suppose|supposing|what if|in case|imagine|assuming|hypothetically|were we to)\b"
-    r"|如果|假如|要是|万一|假设|倘若",
+    # 要是 inside 主要是 / 需要是 / 只要是 is "mainly is" / "needs to be" / "as long as": no "if"
+    r"|如果|假如|(?<![主需只])要是|万一|假设|倘若",
     re.IGNORECASE,
 )
 _QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”|「[^」]*」|‘[^’]*’|'[^']{6,}'")

@@ -151,6 +151,7 @@ class HeadroomRow:
 
 
 HELPERS = (("rules only", None), ("scripted model", 0.0), ("scripted model, wrong on 10 %", 0.1))
+HEADROOM_SPLITS = ("all", "holdout", "holdout2")
 
 
 def headroom_rows(conversations: list[FactsConversation]) -> list[HeadroomRow]:
@@ -161,7 +162,7 @@ def headroom_rows(conversations: list[FactsConversation]) -> list[HeadroomRow]:
         dropped = {(p.fact.kind.value, p.fact.value) for p in report.dropped}
         made_up = oracle.invented if oracle else []
         kept = sum(1 for fact in made_up if fact not in dropped)
-        for split in ("all", "holdout"):
+        for split in HEADROOM_SPLITS:
             for kind in SCORED_KINDS:
                 tally = report.tally(kind, split=None if split == "all" else split)
                 rows.append(

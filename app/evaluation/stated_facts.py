@@ -351,7 +351,7 @@ class ExtractionRow:
     predicted: int
 
 
-SPLITS = ("dev", "test", "holdout")
+SPLITS = ("dev", "test", "holdout", "holdout2")
 
 
 def extraction_rows(report: ExtractionReport) -> list[ExtractionRow]:

@@ -97,6 +97,11 @@ def test_amounts_are_normalised_with_their_unit(sentence: str, value: str) -> No
     assert ("amount", value) in values(sentence)
 
 
+def test_mainly_is_no_if() -> None:
+    assert values("这期主要是数据迁移，负责人是唐晓") == [("party", "唐晓")]
+    assert values("要是超过预算三万元就先停") == []
+
+
 def test_a_hypothetical_later_in_a_sentence_takes_only_its_clause() -> None:
     assert values("We expect around 250 attendees, maybe more if the keynote is announced.") == [
         ("amount", "250 attendees")

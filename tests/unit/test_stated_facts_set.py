@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.evaluation.facts_oracle import HELPERS, FactsOracle, headroom_rows
+from app.evaluation.facts_oracle import HEADROOM_SPLITS, HELPERS, FactsOracle, headroom_rows
 from app.evaluation.report import proposed_facts_table
 from app.evaluation.stated_facts import (
     OPEN_TASK,
@@ -41,7 +41,7 @@ def test_the_set_is_half_chinese_half_english_from_several_domains() -> None:
     assert len(users) >= 200
     assert sum(1 for m in users if not m.facts) >= 80  # small talk, questions, hypotheticals
     assert {c.domain for c in SET} >= {"logistics", "software", "travel", "support"}
-    assert {c.split for c in SET} == {"dev", "test", "holdout"}
+    assert {c.split for c in SET} == {"dev", "test", "holdout", "holdout2"}
 
 
 # Figures of the extractor when these floors were set (docs/EVAL.md): dev and test were
@@ -50,11 +50,22 @@ def test_the_set_is_half_chinese_half_english_from_several_domains() -> None:
 # then its errors were read on 2026-12-06: these floors are its figures after that.
 TUNED_FLOOR = {"precision": 0.90, "recall": 0.80}
 HOLDOUT_FLOORS = {
-    "amount": (0.85, 0.85),
-    "date": (1.00, 1.00),
-    "party": (1.00, 1.00),
-    "identifier": (1.00, 1.00),
-    "choice": (1.00, 0.66),
+    "holdout": {
+        "amount": (0.85, 0.85),
+        "date": (1.00, 1.00),
+        "party": (1.00, 1.00),
+        "identifier": (1.00, 1.00),
+        "choice": (1.00, 0.66),
+    },
+    # The second held-out split, written before those changes and measured once after them
+    # (one bug it showed, 要是 read as "if" inside 主要是, fixed: party recall 0.60 -> 0.67).
+    "holdout2": {
+        "amount": (0.88, 0.80),
+        "date": (0.81, 0.75),
+        "party": (0.90, 0.66),
+        "identifier": (1.00, 0.90),
+        "choice": (1.00, 0.75),
+    },
 }
 
 
@@ -68,10 +79,13 @@ def test_precision_and_recall_on_the_sets_the_extractor_was_built_on(
     assert dev.recall is not None and dev.recall >= TUNED_FLOOR["recall"]
 
 
-@pytest.mark.parametrize("kind", sorted(HOLDOUT_FLOORS))
-def test_held_out_figures_do_not_fall(report: ExtractionReport, kind: str) -> None:
-    tally = report.tally(kind, split="holdout")
-    precision, recall = HOLDOUT_FLOORS[kind]
+@pytest.mark.parametrize(
+    ("split", "kind"),
+    [(split, kind) for split, floors in HOLDOUT_FLOORS.items() for kind in floors],
+)
+def test_held_out_figures_do_not_fall(report: ExtractionReport, split: str, kind: str) -> None:
+    tally = report.tally(kind, split=split)
+    precision, recall = HOLDOUT_FLOORS[split][kind]
     assert tally.precision is not None and tally.precision >= precision
     assert tally.recall is not None and tally.recall >= recall
 
@@ -204,8 +218,9 @@ def test_a_right_model_loses_only_facts_its_words_do_not_say(
     with_oracle: tuple[ExtractionReport, FactsOracle],
 ) -> None:
     helped, _ = with_oracle
-    # "fifteen grand" (no multiplier "grand") and 两大一小 for three people: numbers not said
-    assert len(helped.kept) >= 200 and len(helped.dropped) <= 3
+    # "fifteen grand" (no multiplier "grand"), 两大一小 for three people: numbers not said;
+    # "Monday evening", "Saturday night" of a trip: days whose date the words do not say
+    assert len(helped.kept) >= 250 and len(helped.dropped) <= 4
 
 
 def test_made_up_facts_never_pass_the_check(
@@ -223,7 +238,7 @@ def test_the_eval_report_shows_the_headroom_beside_the_rules_alone() -> None:
     rows = headroom_rows(SET)
     table = proposed_facts_table({"proposed_facts": [asdict(r) for r in rows]})
     helpers = [line.split(" | ")[0].strip("| ") for line in table[2:] if line]
-    assert helpers == [h for h, _ in HELPERS for _ in ("all", "holdout")]
+    assert helpers == [h for h, _ in HELPERS for _ in HEADROOM_SPLITS]
     wrong = [r for r in rows if r.helper.endswith("10 %")]
     assert wrong[0].made_up >= 10 and wrong[0].made_up_kept == 0
     assert table[-2].endswith(f"| 0 of {wrong[0].made_up} |")
