@@ -58,7 +58,8 @@ HOLDOUT_FLOORS = {
         "choice": (1.00, 0.66),
     },
     # The second held-out split, written before those changes and measured once after them
-    # (one bug it showed, 要是 read as "if" inside 主要是, fixed: parties 0.90 / 0.60 -> 0.91 / 0.67).
+    # (one bug it showed, 要是 read as "if" inside 主要是, fixed: parties 0.90 / 0.60 ->
+    # 0.91 / 0.67).
     "holdout2": {
         "amount": (0.88, 0.80),
         "date": (0.81, 0.75),
