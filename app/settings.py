@@ -484,6 +484,12 @@ class LlmSettings(BaseModel):
         description="The chat model proposes the stated facts of each turn's user messages; "
         "only those whose key words its message says are kept (app/core/proposed.py).",
     )
+    propose_max_messages: int = Field(
+        16,
+        ge=1,
+        description="User messages of one turn shown to the model for facts at most: the "
+        "newest (a whole history posted at once has the rules' facts for the rest).",
+    )
 
 
 class LimitSettings(BaseModel):

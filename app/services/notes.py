@@ -1,6 +1,8 @@
 """Updating C2, the scratchpad and its key facts, each turn (docs/DESIGN.md §1).
 
-Facts are extracted from the new messages every turn and written with the turn. The rendered
+Facts are extracted from the new messages every turn and written with the turn; with a chat
+model configured, the facts it proposes for the turn's user messages join them where the
+message says them (app/core/proposed.py). The rendered
 notes appear at the first turn that gives them something to say, then change only when the
 window does (an offload), after a failed update, or when a new decision names an option
 whose list has left the window (the notes are then the only place
@@ -129,7 +131,7 @@ async def proposed_facts(ctx: ServiceContext, sources: Sequence[SourceMessage]) 
     """The stated facts the chat model proposes for the turn's user messages, checked against
     them (app/core/proposed.py); nothing without a model, or when it fails or times out: the
     rules' facts stand alone."""
-    said = [s for s in sources if s.role == "user"]
+    said = [s for s in sources if s.role == "user"][-ctx.settings.llm.propose_max_messages :]
     if ctx.chat_model is None or not ctx.settings.llm.propose_facts or not said:
         return ProposalCheck()
     try:

@@ -286,3 +286,16 @@ async def test_a_turn_that_asks_the_chat_model_for_facts_lets_the_lock_go_while_
     assert response.recall.skipped_reason == "archive_empty"
     assert sent.transactions == 2  # the locked read, then the write that locks again
     assert ("party", "brightline customs") in {(f.kind, f.value) for f in response.notes.facts}
+
+
+async def test_a_whole_history_at_once_shows_the_model_only_its_newest_user_messages(
+    ctx: ServiceContext,
+) -> None:
+    model = proposing()
+    ctx.chat_model = model
+    ctx.settings = make_settings(llm={"propose_max_messages": 2})
+    said = [user(f"Note {n}: the order is PO-{88210 + n}.") for n in range(5)]
+    response = await post(ctx, "many", *said)
+    (prompt,) = [u for s, u in model.prompts if s == PROPOSE_RULES]
+    assert "PO-88213" in prompt and "PO-88214" in prompt and "PO-88212" not in prompt
+    assert ("identifier", "PO-88214") in {(f.kind, f.value) for f in response.notes.facts}
