@@ -285,7 +285,12 @@ def referenced_ordinal(text: str) -> int | None:
 _MEASURE_ZHI = re.compile(r"[\d一二两三四五六七八九十几那这每哪半像]只")
 
 
+# 要不要 / 能不能 ask "whether": the 不要 / 不能 inside them forbids nothing.
+_WHETHER_ZH = re.compile(r"要不要|能不能|可不可以|行不行")
+
+
 def _has_constraint_zh(sentence: str) -> bool:
+    sentence = _WHETHER_ZH.sub("", sentence)
     if any(cue in sentence for cue in CONSTRAINT_ZH if cue != "只"):
         return True
     return "只" in _MEASURE_ZHI.sub("", sentence)

@@ -29,6 +29,7 @@ from app.core.facts import (
     overlap,
     sentences,
 )
+from app.core.stated import is_question
 
 GOAL_CUES = re.compile(
     r"(目标是|我想|我需要|帮我|请帮|\bgoal\b|\bi want to\b|\bi need to\b|\bhelp me\b"
@@ -36,10 +37,31 @@ GOAL_CUES = re.compile(
     re.IGNORECASE,
 )
 NEW_GOAL = re.compile(r"(新目标|目标改为|目标变成|\bnew goal\b|\bgoal is now\b)", re.IGNORECASE)
+# A task: asked for ("please …", "can you …", "帮我 …"), or, in a statement, told as an
+# imperative ("Send the packing list", "Fine, get separate cover then"), needed ("I need a
+# plan", "the status page needs an update") or due ("has to be filed by Friday",
+# "新机2月18日之前发出"). One said with must / 必须 is a constraint already, kept word for word.
 TASK_CUES = re.compile(
-    r"^(请|帮我|麻烦|需要|要做|please\b|can you\b|could you\b)|\b(todo|to-do|need to)\b",
+    r"^(请|帮我|麻烦|需要|要做|让|please\b|can you\b|could you\b)|\b(todo|to-do|need to)\b",
     re.IGNORECASE,
 )
+STATED_TASK_CUES = re.compile(
+    r"^(?:(?:ok|okay|fine|right|so|then|also|and),?\s+)?(?:send|write|draft|book|prepare|get|"
+    r"find|file|call|email|schedule|update|ship|fix|order|reserve|arrange|collect|confirm|"
+    r"submit|sign)\b"
+    r"|\b(?:i )?need (?:a|an|the|your|some)\b|\bneeds? (?:an? |to be )"
+    r"|\b(?:has|have) to (?:be|go)\b|\bshould (?:be|go out)\b|\b(?:is|are) due\b"
+    r"|得(?:开始|尽快)|(?:之前|以前|前)(?:发出|完成|交|提交|修好)|(?<!不)要(?:退|跟|排|交|发|准备)",
+    re.IGNORECASE,
+)
+
+
+def _sets_task(sentence: str) -> bool:
+    return bool(TASK_CUES.search(sentence)) or (
+        bool(STATED_TASK_CUES.search(sentence)) and not is_question(sentence)
+    )
+
+
 # A request for information is answered by a reply, not done by an action: "Please give me a
 # detailed comparison of …" leaves the open items when the assistant's answer comes.
 INFO_REQUEST = re.compile(
@@ -111,7 +133,7 @@ def update_body(
             if message.role == "user":
                 if NEW_GOAL.search(sentence) or (goal is None and GOAL_CUES.search(sentence)):
                     goal = sentence
-                elif TASK_CUES.search(sentence) and not any(
+                elif _sets_task(sentence) and not any(
                     overlap(sentence, o["text"]) >= limits.merge_similarity for o in open_items
                 ):
                     asks = bool(INFO_REQUEST.search(sentence))

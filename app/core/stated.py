@@ -488,12 +488,13 @@ _ORG_SUFFIX_EN = (
     "Solutions|Systems|Technologies|Tech|Labs|Software|Cloud|Dental|Clinic|Hospital|Hotels?|"
     "Resort|Centre|Center|University|College|School|Talent|Recruitment|Robotics|Motors|Foods|"
     "Trading|Electronics|Media|Studios?|Services|Agency|Insurance|Capital|Energy|Pharma|Health|"
-    "Airport|Terminal|Networks|Security|Analytics|Industries|Manufacturing|Supplies"
+    "Airport|Terminal|Networks|Security|Analytics|Industries|Manufacturing|Supplies|Removals|"
+    "Movers|Sons"
 )
 _NAME_WORD = r"[A-Z][a-z]+(?:[-'][A-Z]?[a-z]+)?"
 _ORG_EN = re.compile(
     rf"\b(?:Hotel|Bank of|University of|Port of)\s+{_NAME_WORD}(?:\s+{_NAME_WORD})?"
-    rf"|\b(?:{_NAME_WORD}\s+){{1,3}}(?:{_ORG_SUFFIX_EN})\b\.?"
+    rf"|\b(?:{_NAME_WORD}\s+(?:&\s+)?){{1,3}}(?:{_ORG_SUFFIX_EN})\b\.?"
 )
 _PERSON_EN = re.compile(
     rf"\b(?:(?:Dr|Mr|Mrs|Ms|Prof)\.?\s+)?(?P<name>{_NAME_WORD}(?:\s+{_NAME_WORD}){{1,2}})\b"

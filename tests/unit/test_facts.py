@@ -194,6 +194,12 @@ def test_zhi_as_a_measure_word_is_no_constraint(sentence: str) -> None:
     assert classify(sentence) is None
 
 
+def test_asking_whether_forbids_nothing() -> None:
+    assert classify("抽奖环节要不要请主持人？") is None
+    assert classify("能不能下周再发货") is None
+    assert classify("要不要紧都不要发邮件给客户") is FactKind.CONSTRAINT
+
+
 def test_zhi_as_only_still_is() -> None:
     assert classify("报表只看缺货商品") is FactKind.CONSTRAINT
     assert classify("这只箱子只能放冷链仓") is FactKind.CONSTRAINT  # 只能 after the measure word

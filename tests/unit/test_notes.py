@@ -159,3 +159,28 @@ def test_the_same_request_twice_is_one_open_item_and_an_answer_closes_a_question
         "answered: Please give me a detailed comparison of the three vendors",
         "answered: Please give me a detailed comparison of the 3 vendors",
     ]
+
+
+def test_tasks_told_needed_or_due_are_open_items_and_questions_about_them_are_not() -> None:
+    tasks = [
+        "Fine, get separate cover for the racks then",
+        "Draft the reply to the customer tonight",
+        "We're moving the office next month and I need a plan",
+        "Morning, the status page needs an update",
+        "The claim has to be filed by Friday",
+        "Offers should go out by 1 March",
+        "年会的事情得开始准备了",
+        "新机2月18日之前发出",
+        "多收的钱要退给用户",
+    ]
+    others = [
+        "Do we even need a maintenance page, or can we stay read-only?",
+        "Should the invoices go out by Friday?",
+        "不要发邮件给客户",
+        "The refund must go out by 12 February",  # a constraint: kept there word for word
+        "Lisbon was lovely in May",
+    ]
+    body = update_body(
+        NotesBody(), [said(t, n) for n, t in enumerate([*tasks, *others], start=1)], LIMITS
+    )
+    assert [o["text"] for o in body.open] == tasks[-LIMITS.max_open :]

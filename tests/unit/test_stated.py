@@ -202,6 +202,7 @@ def test_impossible_days_are_dropped() -> None:
         ("方案由产品部的许晴统筹", "许晴"),
         ("上线由SRE顾铭执行", "顾铭"),
         ("这次的旅行社是康辉旅行社", "康辉旅行社"),
+        ("The movers are Pickford & Sons Removals.", "Pickford & Sons Removals"),
     ],
 )
 def test_parties_with_their_role(sentence: str, party: str) -> None:
