@@ -83,7 +83,7 @@ def build_mcp(context_of: Callable[[], ServiceContext], bearer_of: BearerSource)
         session_id: Annotated[
             str, Field(pattern=SESSION_ID_PATTERN, description="The conversation's session id.")
         ],
-        type: Literal["help", "recall", "remember", "status", "offload", "forget"],
+        type: Literal["help", "recall", "remember", "carry", "status", "offload", "forget"],
         ctx: Context,
         query: str | None = None,
         top_k: int | None = None,
@@ -94,6 +94,8 @@ def build_mcp(context_of: Callable[[], ServiceContext], bearer_of: BearerSource)
         turn_start: int | None = None,
         turn_end: int | None = None,
         confirm: str | None = None,
+        from_session: str | None = None,
+        fact_ids: list[int] | None = None,
     ) -> CallToolResult:
         call = _call(
             type=type,
@@ -106,6 +108,8 @@ def build_mcp(context_of: Callable[[], ServiceContext], bearer_of: BearerSource)
             turn_start=turn_start,
             turn_end=turn_end,
             confirm=confirm,
+            from_session=from_session,
+            fact_ids=fact_ids,
         )
         service = context_of()
         try:

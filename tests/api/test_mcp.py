@@ -18,6 +18,8 @@ from mcp.client.streamable_http import streamable_http_client
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from app.core import memory_tool
+from app.core.memory_tool import MemoryType
 from app.store.database import async_url
 from tests.api.live import LiveServer
 from tests.builders import HASH_RECALL, turn_body, user, words
@@ -33,6 +35,14 @@ def converse(base: str, key: str, session: str) -> None:
     with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
         for body in bodies:
             assert client.post(f"/sessions/{session}/turn", json=body).status_code == 200
+
+
+def open_session(base: str, key: str, session: str) -> None:
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}) as client:
+        response = client.post(
+            f"/sessions/{session}/turn", json=turn_body(user("hello"), context_window=4000)
+        )
+        assert response.status_code == 200
 
 
 async def chunk_rows(url: str, chunk_id: str) -> int:
@@ -68,7 +78,13 @@ async def test_every_type_over_streamable_http(
     async with over_http(live, keys["full"]) as client:
         tools = await client.list_tools()
         assert [t.name for t in tools.tools] == ["memory"]
-        assert "session_id" in tools.tools[0].input_schema["required"]
+        schema = tools.tools[0].input_schema
+        assert "session_id" in schema["required"]
+        # the MCP signature lists the types and arguments by hand: it must follow the tool's
+        assert schema["properties"]["type"]["enum"] == [t.value for t in MemoryType]
+        assert set(memory_tool.parameters(list(MemoryType))["properties"]) <= set(
+            schema["properties"]
+        )
 
         help_text, _, _ = await call(client, session_id="mcp-http", type="help")
         assert "forget" in help_text and "no match" in help_text
@@ -83,6 +99,17 @@ async def test_every_type_over_streamable_http(
             client, session_id="mcp-http", type="remember", text="Always answer in English."
         )
         assert stored_text.startswith("stored as ck_")
+        secret = next(f for f in status["result"]["facts"] if f["value"] == "Zorblax-4471")
+        await asyncio.to_thread(open_session, live.base, keys["full"], "mcp-carry")
+        carried_text, carried, _ = await call(
+            client,
+            session_id="mcp-carry",
+            type="carry",
+            from_session="mcp-http",
+            fact_ids=[secret["id"]],
+        )
+        assert carried is not None and carried["result"]["carried"] == [secret["id"]]
+        assert carried_text.startswith("carried 1 facts from session mcp-http")
         offload_text, _, _ = await call(
             client, session_id="mcp-http", type="offload", until_tokens=500
         )
