@@ -30,6 +30,8 @@ STATUS_BY_ERROR: dict[type[errors.DomainError], int] = {
     errors.TooManyMessages: 422,
     errors.OverLimit: 422,
     errors.MessageTooLarge: 413,
+    errors.UnsupportedMedia: 422,
+    errors.UnreadableBlob: 410,
     errors.RememberTooLong: 413,
     errors.RememberEmpty: 422,
     errors.RateLimited: 429,

@@ -34,7 +34,8 @@ from app.api.schemas import (
     TurnResponse,
 )
 from app.core.assemble import PromptFormat
-from app.core.errors import MessageTooLarge, TooManyMessages
+from app.core.blobs import first_media_problem, served_as
+from app.core.errors import MessageTooLarge, TooManyMessages, UnsupportedMedia
 from app.core.messages import Format, Message
 from app.core.plan import TurnInput
 from app.core.scopes import Scope
@@ -71,6 +72,13 @@ def check_limits(messages: Sequence[Message], ctx: ServiceContext, *, whole: boo
                 field=f"messages[{index}]",
                 limit=limits.max_message_chars,
             )
+    refused = first_media_problem(messages)
+    if refused is not None:
+        index, problem = refused
+        raise UnsupportedMedia(
+            f"messages[{index}] holds an image, clip or file that cannot be accepted: {problem}",
+            field=f"messages[{index}]",
+        )
 
 
 def _request_hash(body: TurnRequestBody) -> str:
@@ -203,7 +211,11 @@ async def get_blob(
 ) -> Response:
     """An offloaded image, clip or file, by the hash its chunk names, as its bytes."""
     found = await read_blob(ctx, tenant, session_id, blob_hash)
-    return Response(found.data, media_type=found.media_type or "application/octet-stream")
+    served = served_as(found.media_type)
+    headers = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox"}
+    if not served.inline:
+        headers["Content-Disposition"] = f'attachment; filename="{blob_hash[:16]}"'
+    return Response(found.data, media_type=served.media_type, headers=headers)
 
 
 @router.get("/healthz", tags=["ops"])

@@ -56,6 +56,20 @@ class MessageTooLarge(DomainError):
     code = "message_too_large"
 
 
+class UnreadableBlob(DomainError):
+    """A payload stored before media were checked whose data is not base64."""
+
+    code = "unreadable_blob"
+
+
+class UnsupportedMedia(DomainError):
+    """An inline image, clip or file that could not be stored and served back safely: a media
+    type outside the accepted ones or not a clean `type/subtype` token, or data that is not
+    base64."""
+
+    code = "unsupported_media"
+
+
 class OverLimit(DomainError):
     """A request parameter asks for more than the service's configured limit allows."""
 

@@ -4,11 +4,12 @@ one tenant check every use case goes through."""
 from __future__ import annotations
 
 import base64
+import binascii
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.budget import level_for
-from app.core.errors import BlobNotFound, ChunkNotFound, SessionNotFound
+from app.core.errors import BlobNotFound, ChunkNotFound, SessionNotFound, UnreadableBlob
 from app.core.plan import session_budget, session_policy
 from app.core.results import (
     EventPage,
@@ -168,7 +169,14 @@ async def read_blob(
         found = await chunk_store.blob(db, row.id, blob_hash)
     if found is None:
         raise BlobNotFound("no such blob in this session", blob=blob_hash)
-    return StoredBlob(found.media_type, found.kind, base64.b64decode(found.data))
+    try:
+        data = base64.b64decode(found.data, validate=True)
+    except (binascii.Error, ValueError) as error:
+        raise UnreadableBlob(
+            "this payload was stored before media were checked and its data is not base64",
+            blob=blob_hash,
+        ) from error
+    return StoredBlob(found.media_type, found.kind, data)
 
 
 async def list_events(
