@@ -31,19 +31,22 @@ FORWARDED_HEADERS = (
     "openai-beta",
 )
 
-# Upstream response headers not passed back: hop-by-hop, or describing a body this service
-# re-frames (it relays the decoded bytes).
-DROPPED_RESPONSE_HEADERS = frozenset(
+# Upstream response headers passed back: only what a provider's client reads (the body's
+# type, the request id, rate limits, when to retry). Everything else stays behind: hop-by-hop
+# headers, those describing a body this service re-frames (it relays the decoded bytes), and
+# anything that would act on Ebbtide's origin, `Set-Cookie` first.
+RELAYED_RESPONSE_HEADERS = frozenset(
     {
-        "connection",
-        "keep-alive",
-        "transfer-encoding",
-        "content-length",
-        "content-encoding",
-        "date",
-        "server",
+        "content-type",
+        "x-request-id",
+        "request-id",
+        "retry-after",
+        "retry-after-ms",
+        "openai-processing-ms",
+        "openai-version",
     }
 )
+RELAYED_RESPONSE_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-")
 
 
 class ProxyRoute(StrEnum):
@@ -183,4 +186,9 @@ class UpstreamReply:
 
 def relayed_headers(headers: tuple[tuple[str, str], ...]) -> dict[str, str]:
     """The upstream's response headers the client gets (rate limits, request ids, type)."""
-    return {name: value for name, value in headers if name.lower() not in DROPPED_RESPONSE_HEADERS}
+    return {
+        name: value
+        for name, value in headers
+        if name.lower() in RELAYED_RESPONSE_HEADERS
+        or name.lower().startswith(RELAYED_RESPONSE_PREFIXES)
+    }

@@ -115,12 +115,20 @@ async def test_an_upstream_error_passes_through_and_a_retry_adds_nothing_twice(
     proxy: Proxy,
 ) -> None:
     limited = {"error": {"message": "slow down", "type": "rate_limit", "code": "rate_limited"}}
-    proxy.upstream.then(status(429, limited, **{"retry-after": "7"}))
+    upstream_headers = {
+        "retry-after": "7",
+        "x-ratelimit-remaining-requests": "0",
+        "set-cookie": "ebbtide_ui_key=planted; Path=/ui",
+        "x-upstream-debug": "internal",
+    }
+    proxy.upstream.then(status(429, limited, **upstream_headers))
     client = proxy.openai()
     history: list[Any] = [{"role": "user", "content": "Hi"}]
     with pytest.raises(openai.RateLimitError) as raised:
         await client.chat.completions.create(model="gpt-4o", messages=history)
-    assert raised.value.response.headers["retry-after"] == "7"
+    relayed = raised.value.response.headers
+    assert relayed["retry-after"] == "7" and relayed["x-ratelimit-remaining-requests"] == "0"
+    assert "set-cookie" not in relayed and "x-upstream-debug" not in relayed
     assert raised.value.body == limited["error"]
     assert await proxy.stored() == [(1, "user", "window")]  # the input kept, no reply
 

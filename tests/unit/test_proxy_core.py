@@ -110,15 +110,29 @@ def test_a_messages_call_gets_the_prompts_system_blocks() -> None:
     assert "system" not in body
 
 
-def test_hop_by_hop_and_reframed_headers_stay_behind() -> None:
+def test_only_the_headers_a_client_reads_are_relayed() -> None:
     reply = UpstreamReply(
         429,
-        (("content-type", "application/json"), ("content-length", "9"), ("retry-after", "3")),
+        (
+            ("content-type", "application/json"),
+            ("content-length", "9"),
+            ("Connection", "keep-alive"),
+            ("retry-after", "3"),
+            ("x-request-id", "req_1"),
+            ("x-ratelimit-remaining-tokens", "0"),
+            ("anthropic-ratelimit-requests-reset", "2027-01-01T00:00:00Z"),
+            ("Set-Cookie", "ebbtide_ui_key=stolen; Path=/ui"),
+            ("strict-transport-security", "max-age=1"),
+            ("x-upstream-debug", "internal"),
+        ),
         b"{}",
     )
     assert relayed_headers(reply.headers) == {
         "content-type": "application/json",
         "retry-after": "3",
+        "x-request-id": "req_1",
+        "x-ratelimit-remaining-tokens": "0",
+        "anthropic-ratelimit-requests-reset": "2027-01-01T00:00:00Z",
     }
     assert not reply.ok
 
