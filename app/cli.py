@@ -155,6 +155,7 @@ def distribute(settings: Settings, print_only: bool) -> None:
 
 
 def keys(settings: Settings, args: argparse.Namespace) -> None:
+    from app.core.scopes import InvalidTenantName, tenant_name
     from app.services.auth import UnknownScope, create_key, revoke_key
 
     async def go(ctx: Any) -> None:
@@ -163,7 +164,7 @@ def keys(settings: Settings, args: argparse.Namespace) -> None:
             key = await create_key(ctx, args.tenant, scopes)
             print(key)
             print(
-                f"ebbtide: key for tenant {args.tenant} with {', '.join(scopes)}; "
+                f"ebbtide: key for tenant {tenant_name(args.tenant)} with {', '.join(scopes)}; "
                 "it is shown only once",
                 file=sys.stderr,
             )
@@ -175,7 +176,7 @@ def keys(settings: Settings, args: argparse.Namespace) -> None:
 
     try:
         _with_database(settings, go)
-    except UnknownScope as error:
+    except (UnknownScope, InvalidTenantName) as error:
         raise SystemExit(f"ebbtide: {error}") from error
 
 

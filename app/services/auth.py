@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.core.errors import Forbidden, Unauthenticated
-from app.core.scopes import DEFAULT_SCOPES, Scope, grants
+from app.core.scopes import DEFAULT_SCOPES, Scope, grants, tenant_name
 from app.services.context import ServiceContext
 from app.store import keys as key_store
 from app.store.models import DEFAULT_TENANT
@@ -46,11 +46,13 @@ def hash_key(key: str) -> str:
 
 
 async def create_key(ctx: ServiceContext, tenant_id: str, scopes: Sequence[str]) -> str:
-    """A new key for the tenant (created if new); the only time the key is visible."""
+    """A new key for the tenant (created if new, its name in one form: `tenant_name`); the
+    only time the key is visible."""
     unknown = set(scopes) - set(Scope)
     if unknown:
         valid = ", ".join(Scope)
         raise UnknownScope(f"unknown scopes {sorted(unknown)}; valid: {valid}")
+    tenant_id = tenant_name(tenant_id)
     key = KEY_PREFIX + secrets.token_urlsafe(24)
     async with ctx.database.transaction() as db:
         await key_store.ensure_tenant(db, tenant_id)

@@ -7,7 +7,8 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.cli import check_bind, is_loopback
-from app.services.auth import UnknownScope, create_key, revoke_key
+from app.core.scopes import InvalidTenantName
+from app.services.auth import UnknownScope, create_key, keys_exist, revoke_key
 from app.services.context import ServiceContext
 from tests.builders import turn_body, user
 from tests.integration.helpers import session_rows
@@ -118,6 +119,24 @@ async def test_a_revoked_key_stops_working(ctx: ServiceContext, client: httpx.As
 async def test_unknown_scopes_are_refused(ctx: ServiceContext) -> None:
     with pytest.raises(UnknownScope):
         await create_key(ctx, "acme", ["memory:everything"])
+
+
+async def test_a_tenant_has_one_name_however_it_is_written(
+    ctx: ServiceContext, client: httpx.AsyncClient
+) -> None:
+    plain = await create_key(ctx, "tenantA", ["memory:read", "memory:write"])
+    padded = await create_key(ctx, " tenantA ", ["memory:read"])
+    wide = await create_key(ctx, "ｔｅｎａｎｔＡ", ["memory:read"])  # full-width letters
+    assert (
+        await client.post("/sessions/one/turn", json=TURN, headers=bearer(plain))
+    ).status_code == 200
+    for key in (padded, wide):  # the same tenant: its session is theirs to read
+        status = await client.get("/sessions/one/status", headers=bearer(key))
+        assert status.status_code == 200
+    for refused in ("", "   ", "acme/ops", "ten ant", "café", "-lead", "x" * 65):
+        with pytest.raises(InvalidTenantName):
+            await create_key(ctx, refused, ["memory:read"])
+    assert await keys_exist(ctx)
 
 
 def test_development_mode_serves_loopback_only() -> None:

@@ -20,3 +20,7 @@ def test_keys_are_printed_once_and_revoked_by_prefix(
         main(["keys", "revoke", key[:12]])
     with pytest.raises(SystemExit, match="unknown scopes"):
         main(["keys", "create", "--tenant", "acme", "--scopes", "memory:all"])
+    with pytest.raises(SystemExit, match="tenant names are"):
+        main(["keys", "create", "--tenant", "acme/ops", "--scopes", "memory:read"])
+    main(["keys", "create", "--tenant", " ａｃｍｅ ", "--scopes", "memory:read"])
+    assert "key for tenant acme with" in capsys.readouterr().err
