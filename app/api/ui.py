@@ -12,6 +12,7 @@ another site cannot send.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated
 from urllib.parse import quote
@@ -286,8 +287,32 @@ async def trace(
     )
 
 
+# Every /ui answer: its own scripts, styles and calls only (no inline script can run), never
+# inside another site's frame, and no page address sent to other sites.
+PAGE_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+        "frame-ancestors 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+}
+
+
+async def _guard_pages(
+    request: Request, call_next: Callable[[Request], Awaitable[Response]]
+) -> Response:
+    response = await call_next(request)
+    if request.url.path == UI_PREFIX or request.url.path.startswith(f"{UI_PREFIX}/"):
+        response.headers.update(PAGE_HEADERS)
+    return response
+
+
 def install_inspector(app: FastAPI) -> None:
-    """Mounts the pages, their static files and the login redirect."""
+    """Mounts the pages, their static files, the login redirect and the pages' headers."""
+    app.middleware("http")(_guard_pages)
     app.include_router(router)
     app.mount(f"{UI_PREFIX}/static", StaticFiles(directory=HERE / "static"), name="ui-static")
     app.add_exception_handler(LoginRequired, _login_redirect)

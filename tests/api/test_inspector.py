@@ -294,3 +294,18 @@ async def test_a_session_without_notes_says_why(client: httpx.AsyncClient) -> No
     await say(client, "ui-said", "The vendor is Kessler Logistics.")
     html = (await client.get("/ui/sessions/ui-said")).text
     assert "No notes yet" not in html and "vendor: Kessler Logistics" in html
+
+
+async def test_every_inspector_answer_is_framed_by_no_one_and_runs_only_its_own_scripts(
+    client: httpx.AsyncClient,
+) -> None:
+    await converse(client, "guarded")
+    for path in ("/ui/", "/ui/sessions/guarded", "/ui/login", "/ui/static/inspector.js"):
+        answer = await client.get(path)
+        assert answer.status_code in (200, 303), path
+        csp = answer.headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp, path
+        assert answer.headers["x-frame-options"] == "DENY", path
+        assert answer.headers["referrer-policy"] == "no-referrer", path
+    api = await client.get("/healthz")
+    assert "x-frame-options" not in api.headers  # the API's answers are not pages
