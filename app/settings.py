@@ -590,6 +590,9 @@ class InspectorSettings(BaseModel):
         "text is read and matched in the process, since it may be encrypted at rest).",
     )
     max_trace_chars: int = Field(500, ge=1, description="A detail to trace is at most this long.")
+    login_hours: float = Field(
+        12.0, gt=0, description="A login to the inspector ends after this long (or at logout)."
+    )
 
 
 class Settings(BaseSettings):

@@ -2,12 +2,13 @@
 script and no build step.
 
 Keys: the same keys and tenant rules as the API. A person logs in once with a key through the
-form at /ui/login; the key is kept in a cookie that is HttpOnly (no script reads it),
-SameSite=Strict (no other site's page sends it), Secure over HTTPS, scoped to /ui and gone
-when the browser closes. Every request authenticates it afresh, so a revoked key stops
-working at once. In development mode (no key exists) no login is needed, as for the API.
-The pages' own calls (search, trace) must carry the `X-Ebbtide-UI` header, which a form on
-another site cannot send.
+form at /ui/login and gets a login: a random token (never the key; stored hashed, tied to the
+key) in a cookie that is HttpOnly (no script reads it), SameSite=Strict (no other site's page
+sends it), Secure over HTTPS, scoped to /ui and gone when the browser closes. Every request
+checks the login afresh: logging out (a POST with the page's CSRF token), revoking its key or
+its expiry (`inspector.login_hours`) ends it at once. In development mode (no key exists) no
+login is needed, as for the API. The pages' own calls (search, trace) must carry the
+`X-Ebbtide-UI` header, which a form on another site cannot send.
 """
 
 from __future__ import annotations
@@ -31,14 +32,21 @@ from app.core.errors import Forbidden, SessionNotFound, Unauthenticated
 from app.core.memory_tool import recall_text
 from app.core.recall_trace import CandidateOutcome
 from app.core.scopes import Scope
-from app.services.auth import Principal, authenticate, keys_exist
+from app.services.auth import (
+    Principal,
+    authenticate,
+    end_inspector_login,
+    inspector_caller,
+    keys_exist,
+    open_inspector_login,
+)
 from app.services.context import ServiceContext
 from app.services.inspector import inspect_session, list_sessions, trace_detail
 from app.services.recall import recall_query
 from app.services.sessions import read_chunk
 
 UI_PREFIX = "/ui"
-KEY_COOKIE = "ebbtide_ui_key"
+LOGIN_COOKIE = "ebbtide_ui_login"
 UI_HEADER = "X-Ebbtide-UI"
 MAX_KEY_CHARS = 256
 
@@ -75,12 +83,11 @@ class LoginRequired(Exception):
 
 
 async def _caller(request: Request, ctx: ServiceContext) -> Principal:
-    caller = await authenticate(
-        ctx, request.cookies.get(KEY_COOKIE), how="a key: log in at /ui/login"
-    )
-    caller.require(Scope.READ)
-    request.state.tenant = caller.tenant_id  # for the request's log line
-    return caller
+    login = await inspector_caller(ctx, request.cookies.get(LOGIN_COOKIE))
+    login.principal.require(Scope.READ)
+    request.state.tenant = login.principal.tenant_id  # for the request's log line
+    request.state.csrf = login.csrf  # for the page's logout form
+    return login.principal
 
 
 async def page_caller(request: Request, ctx: Context) -> Principal:
@@ -107,7 +114,7 @@ def _login_redirect(_: Request, error: Exception) -> Response:
     assert isinstance(error, LoginRequired)
     target = f"{UI_PREFIX}/login?next={quote(error.path)}"
     response = RedirectResponse(target, status_code=303)
-    response.delete_cookie(KEY_COOKIE, path=UI_PREFIX)
+    response.delete_cookie(LOGIN_COOKIE, path=UI_PREFIX)
     return response
 
 
@@ -134,7 +141,7 @@ async def login(
     key: Annotated[str, Form(max_length=MAX_KEY_CHARS)],
     next: Annotated[str | None, Form(max_length=2048)] = None,
 ) -> Response:
-    """Checks the key as the API would, then keeps it in the cookie."""
+    """Checks the key as the API would, then opens a login whose token goes in the cookie."""
     if not await keys_exist(ctx):  # development mode: every caller is let in, keyless
         return RedirectResponse(_safe_next(next), status_code=303)
     try:
@@ -143,10 +150,11 @@ async def login(
     except (Unauthenticated, Forbidden) as error:
         context = {"next": _safe_next(next), "error": error.message}
         return templates.TemplateResponse(request, "login.html", context, status_code=401)
+    token, _ = await open_inspector_login(ctx, key.strip())
     response = RedirectResponse(_safe_next(next), status_code=303)
     response.set_cookie(
-        KEY_COOKIE,
-        key.strip(),
+        LOGIN_COOKIE,
+        token,
         httponly=True,
         samesite="strict",
         secure=request.url.scheme == "https",
@@ -156,16 +164,21 @@ async def login(
 
 
 @router.post("/logout")
-async def logout() -> Response:
+async def logout(
+    request: Request, ctx: Context, csrf: Annotated[str, Form(max_length=256)] = ""
+) -> Response:
+    """Ends the login, when the form sent its CSRF token; then the login form."""
+    await end_inspector_login(ctx, request.cookies.get(LOGIN_COOKIE), csrf)
     response = RedirectResponse(f"{UI_PREFIX}/login", status_code=303)
-    response.delete_cookie(KEY_COOKIE, path=UI_PREFIX)
+    response.delete_cookie(LOGIN_COOKIE, path=UI_PREFIX)
     return response
 
 
 def _page_context(request: Request, caller: Principal) -> dict[str, object]:
     return {
         "tenant": caller.tenant_id,
-        "logged_in": KEY_COOKIE in request.cookies,
+        "logged_in": LOGIN_COOKIE in request.cookies,
+        "csrf": getattr(request.state, "csrf", ""),
         "docs_url": request.app.docs_url,
     }
 

@@ -12,6 +12,7 @@ import hashlib
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 from app.core.errors import Forbidden, Unauthenticated
 from app.core.scopes import DEFAULT_SCOPES, Scope, grants, tenant_name
@@ -86,3 +87,59 @@ async def authenticate(
     if key is None:
         raise Unauthenticated("unknown or revoked API key")
     return Principal(key.tenant_id, frozenset(Scope(s) for s in key.scopes), key.prefix)
+
+
+# ---- logins to the inspector ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InspectorCaller:
+    """Who is looking at the inspector, and the CSRF token their forms send back (empty in
+    development mode, where there is no login to protect)."""
+
+    principal: Principal
+    csrf: str
+
+
+LOGIN_ENDED = (
+    "no such login, or it ended (logged out, expired, or its key was revoked): log in at /ui/login"
+)
+
+
+async def open_inspector_login(ctx: ServiceContext, key: str) -> tuple[str, str]:
+    """A new login for an active key: a random token for the cookie (stored hashed, never
+    the key) and the CSRF token of its forms."""
+    token, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(24)
+    expires_at = ctx.clock() + timedelta(hours=ctx.settings.inspector.login_hours)
+    async with ctx.database.transaction() as db:
+        opened = await key_store.add_inspector_login(
+            db, hash_key(token), hash_key(key), csrf, expires_at
+        )
+    if not opened:
+        raise Unauthenticated("unknown or revoked API key")
+    return token, csrf
+
+
+async def inspector_caller(ctx: ServiceContext, token: str | None) -> InspectorCaller:
+    """The caller of an inspector request by its login cookie (None: none sent)."""
+    async with ctx.database.transaction() as db:
+        if token is None:
+            if await key_store.any_active_key(db):
+                raise Unauthenticated("log in at /ui/login")
+            return InspectorCaller(DEVELOPMENT, "")
+        found = await key_store.inspector_login(db, hash_key(token), ctx.clock())
+    if found is None:
+        raise Unauthenticated(LOGIN_ENDED)
+    key, csrf = found
+    scopes = frozenset(Scope(s) for s in key.scopes)
+    return InspectorCaller(Principal(key.tenant_id, scopes, key.prefix), csrf)
+
+
+async def end_inspector_login(ctx: ServiceContext, token: str | None, csrf: str) -> None:
+    """Logs out: the login of `token` ends, if the form sent its CSRF token (a post from
+    another site cannot end it)."""
+    caller = await inspector_caller(ctx, token)
+    if not caller.csrf or not secrets.compare_digest(caller.csrf, csrf):
+        raise Forbidden("logging out takes the form's CSRF token", field="csrf")
+    async with ctx.database.transaction() as db:
+        await key_store.end_inspector_login(db, hash_key(token or ""))

@@ -5,7 +5,7 @@ carries its key in the distribution column: `sessions.id`, every other table's `
 All of them are co-located (a session's rows of every table live on one shard), so a
 statement that filters on the key with an equality runs on one shard, and the foreign keys
 between them hold within it. A *reference* table has no session key and is small (`tenants`,
-`api_keys`): Citus copies it to every worker.
+`api_keys`, `inspector_logins`): Citus copies it to every worker.
 
 `citus_statements()` is what turns a migrated database into a distributed one on Citus.
 `partition_by_session()` is its stand-in on plain Postgres: it rebuilds each distributed
@@ -24,7 +24,7 @@ from psycopg import sql
 from app.store.database import libpq_url
 from app.store.models import Base
 
-REFERENCE_TABLES = ("tenants", "api_keys")
+REFERENCE_TABLES = ("tenants", "api_keys", "inspector_logins")
 SESSION_TABLE = "sessions"
 SESSION_KEY_COLUMN = "session_id"  # the distribution column of every table but `sessions`
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from sqlalchemy import exists, or_, select, update
+from sqlalchemy import delete, exists, or_, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.store.models import ApiKey, Tenant
+from app.store.models import ApiKey, InspectorLogin, Tenant
 
 
 async def ensure_tenant(db: AsyncSession, tenant_id: str) -> None:
@@ -43,4 +43,39 @@ async def revoke(db: AsyncSession, prefix_or_hash: str) -> int:
         )
         .values(revoked_at=datetime.now(UTC))
     )
+    return int(getattr(result, "rowcount", 0))
+
+
+async def add_inspector_login(
+    db: AsyncSession, token_hash: str, key_hash: str, csrf: str, expires_at: datetime
+) -> bool:
+    """A login for the active key `key_hash` (False: no such key, nothing written)."""
+    key = await active_key(db, key_hash)
+    if key is None:
+        return False
+    db.add(InspectorLogin(token_hash=token_hash, key_id=key.id, csrf=csrf, expires_at=expires_at))
+    await db.flush()
+    return True
+
+
+async def inspector_login(
+    db: AsyncSession, token_hash: str, now: datetime
+) -> tuple[ApiKey, str] | None:
+    """The key of a live login (its key not revoked, not expired) and the login's CSRF token."""
+    row = (
+        await db.execute(
+            select(ApiKey, InspectorLogin.csrf)
+            .join(InspectorLogin, InspectorLogin.key_id == ApiKey.id)
+            .where(
+                InspectorLogin.token_hash == token_hash,
+                InspectorLogin.expires_at > now,
+                ApiKey.revoked_at.is_(None),
+            )
+        )
+    ).first()
+    return (row[0], row[1]) if row is not None else None
+
+
+async def end_inspector_login(db: AsyncSession, token_hash: str) -> int:
+    result = await db.execute(delete(InspectorLogin).where(InspectorLogin.token_hash == token_hash))
     return int(getattr(result, "rowcount", 0))

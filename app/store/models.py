@@ -86,6 +86,22 @@ class ApiKey(Base):
     revoked_at: Mapped[datetime | None]
 
 
+class InspectorLogin(Base):
+    """A person logged in to the inspector: a random token, stored as its SHA-256, in their
+    cookie, tied to the key they logged in with (a reference table, like `api_keys`). Logging
+    out deletes it; revoking the key ends it at once; it expires on its own."""
+
+    __tablename__ = "inspector_logins"
+
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("api_keys.id", ondelete="CASCADE"), index=True
+    )
+    csrf: Mapped[str] = mapped_column(String(64))  # what its forms must send back
+    created_at: Mapped[datetime] = _created_at()
+    expires_at: Mapped[datetime]
+
+
 class SessionRow(Base):
     __tablename__ = "sessions"
 

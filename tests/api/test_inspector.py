@@ -12,7 +12,7 @@ import httpx
 import pytest
 from sqlalchemy import update
 
-from app.api.ui import KEY_COOKIE, UI_HEADER
+from app.api.ui import LOGIN_COOKIE, UI_HEADER
 from app.core.recall_trace import CandidateOutcome
 from app.services.auth import create_key, revoke_key
 from app.services.context import ServiceContext
@@ -224,15 +224,34 @@ async def test_with_keys_a_page_asks_for_a_login_and_the_cookie_opens_it(
     assert call.status_code == 401
     wrong = await client.post("/ui/login", data={"key": "ebt_wrong", "next": "/ui/"})
     assert wrong.status_code == 401 and "unknown or revoked" in wrong.text
-    assert KEY_COOKIE not in wrong.cookies
+    assert LOGIN_COOKIE not in wrong.cookies
     login = await client.post("/ui/login", data={"key": key, "next": "/ui/sessions/k-1"})
     assert login.status_code == 303 and login.headers["location"] == "/ui/sessions/k-1"
     cookie = login.headers["set-cookie"]
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/ui" in cookie
+    assert key not in cookie  # the cookie holds a login token, never the key
     opened = await client.get("/ui/sessions/k-1")
     assert opened.status_code == 200 and "12,400 dollars" in opened.text
     await revoke_key(ctx, key)
     assert (await client.get("/ui/sessions/k-1")).status_code == 303  # revoked: at once
+
+
+async def test_logout_ends_the_login_only_with_the_pages_csrf_token(
+    ctx: ServiceContext, client: httpx.AsyncClient
+) -> None:
+    key = await create_key(ctx, "acme", ["memory:read", "memory:write"])
+    await client.post("/ui/login", data={"key": key})
+    token = client.cookies[LOGIN_COOKIE]
+    page = (await client.get("/ui/")).text
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert csrf is not None
+    forged = await client.post("/ui/logout", data={"csrf": "guessed"})  # another site's form
+    assert forged.status_code == 403
+    assert (await client.get("/ui/")).status_code == 200  # still logged in
+    out = await client.post("/ui/logout", data={"csrf": csrf.group(1)})
+    assert out.status_code == 303 and out.headers["location"] == "/ui/login"
+    client.cookies.set(LOGIN_COOKIE, token, path="/ui")  # the old cookie, kept by someone
+    assert (await client.get("/ui/")).status_code == 303  # ended for good
 
 
 async def test_another_tenants_key_sees_none_of_its_sessions(

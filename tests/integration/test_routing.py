@@ -369,14 +369,15 @@ def test_distribute_prints_the_citus_calls_and_refuses_a_database_without_citus(
 ) -> None:
     main(["distribute", "--print"])
     printed = capsys.readouterr().out.splitlines()
-    assert printed[:2] == [
+    assert printed[:3] == [
         "SELECT create_reference_table('tenants');",
         "SELECT create_reference_table('api_keys');",
+        "SELECT create_reference_table('inspector_logins');",
     ]
-    assert printed[2] == "SELECT create_distributed_table('sessions', 'id');"
-    colocated = {line.split("'")[1] for line in printed[3:]}
+    assert printed[3] == "SELECT create_distributed_table('sessions', 'id');"
+    colocated = {line.split("'")[1] for line in printed[4:]}
     assert colocated == set(DISTRIBUTION_COLUMN) - {"sessions"}
-    assert all("'session_id', colocate_with => 'sessions');" in line for line in printed[3:])
+    assert all("'session_id', colocate_with => 'sessions');" in line for line in printed[4:])
     # chunk_units refers to chunks: distributed after it
     assert printed.index(next(p for p in printed if "'chunk_units'" in p)) > printed.index(
         next(p for p in printed if "'chunks'" in p)

@@ -58,6 +58,7 @@ async def test_every_table_but_tenants_carries_the_session_key(
     assert set(columns) == {
         "tenants",
         "api_keys",
+        "inspector_logins",
         "sessions",
         "messages",
         "chunks",
@@ -70,7 +71,7 @@ async def test_every_table_but_tenants_carries_the_session_key(
         "forget_requests",
     }
     for table, names in columns.items():
-        if table not in {"tenants", "api_keys", "sessions"}:  # reference tables and the key
+        if table not in {*REFERENCE_TABLES, "sessions"}:  # reference tables and the key
             assert "session_id" in names, table
 
 
