@@ -8,7 +8,9 @@ its status, headers and body.
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -40,6 +42,7 @@ from app.services.proxy import (
     prepare_call,
     relay,
 )
+from app.services.shared_calls import SharedAnswer, call_digest
 
 PROXY_PREFIX = "/v1/"
 router = APIRouter(prefix="/v1", tags=["proxy"])
@@ -203,7 +206,47 @@ async def _proxied(
         context_window=call.context_window,
         recall=call.recall,
     )
-    return await _answer(ctx, await prepare_call(ctx, proxy_call))
+    said = body.model_dump(mode="json", exclude_unset=True)
+    headers = {"context_window": call.context_window, "recall": call.recall}
+    digest = call_digest(call.route.value, proxy_call.key, {"body": said, "headers": headers})
+    waiting = ctx.calls_in_flight.joined(digest)
+    if waiting is not None:  # an identical call is in flight: its answer is this one's
+        shared = await asyncio.shield(waiting)
+        return Response(shared.body, status_code=shared.status, headers=shared.headers)
+    ctx.calls_in_flight.lead(digest)
+    try:
+        response = await _answer(ctx, await prepare_call(ctx, proxy_call))
+    except BaseException as error:
+        ctx.calls_in_flight.failed(digest, error)
+        raise
+    return _shared(ctx, digest, response)
+
+
+def _shared(ctx: ServiceContext, digest: str, response: Response) -> Response:
+    """The response, whose answer the identical calls that came in meanwhile get too: at once,
+    or, for a stream, once it has ended."""
+    headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
+    if not isinstance(response, StreamingResponse):
+        answer = SharedAnswer(response.status_code, headers, bytes(response.body))
+        ctx.calls_in_flight.answered(digest, answer)
+        return response
+    events = response.body_iterator
+
+    async def teed() -> AsyncIterator[bytes]:
+        sent: list[bytes] = []
+        try:
+            async for chunk in events:
+                piece = chunk if isinstance(chunk, bytes) else str(chunk).encode()
+                sent.append(piece)
+                yield piece
+        except BaseException as error:
+            ctx.calls_in_flight.failed(digest, error)
+            raise
+        answer = SharedAnswer(response.status_code, headers, b"".join(sent))
+        ctx.calls_in_flight.answered(digest, answer)
+
+    response.body_iterator = teed()
+    return response
 
 
 @router.post(

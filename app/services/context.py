@@ -21,6 +21,7 @@ from app.core.ports import (
     TokenCounter,
 )
 from app.services.embedding import EmbedderGate, QueryVectorCache, QuestionCentroid
+from app.services.shared_calls import CallsInFlight
 from app.settings import Settings
 from app.store.database import Database
 
@@ -121,6 +122,7 @@ class ServiceContext:
     # worker takes their chunks ahead of the line (core.fair_queue).
     embedding_asked: dict[str, None] = field(default_factory=dict)
     turns_in_flight: TurnsInFlight = field(default_factory=TurnsInFlight)
+    calls_in_flight: CallsInFlight = field(default_factory=CallsInFlight)  # proxy copies
     question_centroid: QuestionCentroid = field(init=False)  # of the embedder
     clock: Callable[[], datetime] = utc_now
     new_id: Callable[[], str] = new_chunk_id

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -188,3 +189,43 @@ def test_langchain_chat_openai_talks_through_the_proxy(proxy: LiveProxy) -> None
     sent = proxy.upstream.last().body["messages"]
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
     assert proxy.counts("live-langchain")["window_messages"] == 4
+
+
+def test_identical_calls_in_flight_share_one_answer_and_store_one_reply(
+    proxy: LiveProxy,
+) -> None:
+    proxy.upstream.then(stall(1.0))
+    client = proxy.openai("live-copies")
+    history: list[Any] = [{"role": "user", "content": "Hi"}]
+    before = len(proxy.upstream.seen)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        copies = [
+            pool.submit(client.chat.completions.create, model="gpt-4o", messages=history)
+            for _ in range(4)
+        ]
+        texts = {copy.result().choices[0].message.content for copy in copies}
+    assert len(texts) == 1 and texts.pop().startswith("late ")  # the first call's answer
+    assert len(proxy.upstream.seen) == before + 1  # one went upstream
+    assert proxy.counts("live-copies")["window_messages"] == 2  # one reply stored
+    again = client.chat.completions.create(model="gpt-4o", messages=history)
+    assert again.choices[0].message.content.startswith("ok ")  # answered: a new call again
+    assert len(proxy.upstream.seen) == before + 2
+
+
+def test_identical_streams_in_flight_each_get_the_whole_stream_once_recorded(
+    proxy: LiveProxy,
+) -> None:
+    proxy.upstream.then(stall(1.0))
+    client = proxy.openai("live-stream-copies")
+    history: list[Any] = [{"role": "user", "content": "Tell me"}]
+    before = len(proxy.upstream.seen)
+
+    def streamed() -> str:
+        stream = client.chat.completions.create(model="gpt-4o", messages=history, stream=True)
+        return "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        texts = {text for text in pool.map(lambda _: streamed(), range(3))}
+    assert len(texts) == 1 and texts.pop().startswith("late ")
+    assert len(proxy.upstream.seen) == before + 1
+    assert proxy.counts("live-stream-copies")["window_messages"] == 2

@@ -1,0 +1,42 @@
+"""Identical proxy calls in flight (app/services/shared_calls.py): the copies fail as the first
+did, and a cut or cancelled first call fails them as an upstream that did not answer."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from app.core.errors import UnknownModel, UpstreamUnavailable
+from app.services.shared_calls import CallsInFlight, SharedAnswer, call_digest
+
+
+def test_a_digest_is_of_the_route_session_and_whole_body() -> None:
+    one = call_digest("chat_completions", "local/s", {"model": "a", "messages": [1]})
+    assert one == call_digest("chat_completions", "local/s", {"messages": [1], "model": "a"})
+    assert one != call_digest("chat_completions", "local/t", {"model": "a", "messages": [1]})
+    assert one != call_digest("messages", "local/s", {"model": "a", "messages": [1]})
+
+
+async def test_copies_get_the_answer_or_the_failure_of_the_first() -> None:
+    calls = CallsInFlight()
+    for failure, expected in (
+        (UnknownModel("no window"), UnknownModel),
+        (asyncio.CancelledError(), UpstreamUnavailable),
+    ):
+        calls.lead("d")
+        waiting = calls.joined("d")
+        assert waiting is not None
+        calls.failed("d", failure)
+        with pytest.raises(expected):
+            await waiting
+        assert calls.joined("d") is None
+    calls.lead("d")
+    waiting = calls.joined("d")
+    assert waiting is not None
+    calls.answered("d", SharedAnswer(200, {}, b"ok"))
+    assert (await waiting).body == b"ok"
+    calls.answered("d", SharedAnswer(200, {}, b"late"))  # nobody waits: nothing happens
+    calls.failed("d", RuntimeError("late"))
+    calls.lead("e")
+    calls.failed("e", RuntimeError("nobody waited"))  # seen, never "never retrieved"
