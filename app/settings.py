@@ -563,6 +563,12 @@ class ProxySettings(BaseModel):
         "streamed chunks; then 504 (or, mid-stream, the stream is cut).",
     )
     connect_timeout_s: float = Field(10.0, gt=0)
+    shared_wait_s: float = Field(
+        900.0,
+        gt=0,
+        description="A copy of a call in flight waits this long at most for the first one's "
+        "answer (then 504); past it the first is taken for lost and the next copy goes upstream.",
+    )
     max_body_bytes: int = Field(
         32_000_000,
         ge=1,

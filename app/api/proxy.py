@@ -8,7 +8,6 @@ its status, headers and body.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -211,7 +210,7 @@ async def _proxied(
     digest = call_digest(call.route.value, proxy_call.key, {"body": said, "headers": headers})
     waiting = ctx.calls_in_flight.joined(digest)
     if waiting is not None:  # an identical call is in flight: its answer is this one's
-        shared = await asyncio.shield(waiting)
+        shared = await ctx.calls_in_flight.answer_of(waiting)
         return Response(shared.body, status_code=shared.status, headers=shared.headers)
     ctx.calls_in_flight.lead(digest)
     try:

@@ -122,7 +122,7 @@ class ServiceContext:
     # worker takes their chunks ahead of the line (core.fair_queue).
     embedding_asked: dict[str, None] = field(default_factory=dict)
     turns_in_flight: TurnsInFlight = field(default_factory=TurnsInFlight)
-    calls_in_flight: CallsInFlight = field(default_factory=CallsInFlight)  # proxy copies
+    calls_in_flight: CallsInFlight = field(init=False)  # proxy copies (sized by the settings)
     question_centroid: QuestionCentroid = field(init=False)  # of the embedder
     clock: Callable[[], datetime] = utc_now
     new_id: Callable[[], str] = new_chunk_id
@@ -133,6 +133,7 @@ class ServiceContext:
     def __post_init__(self) -> None:
         self.embedder_gate = EmbedderGate.from_settings(self.settings.embedder)
         self.query_cache = QueryVectorCache(self.settings.recall.query_cache_size)
+        self.calls_in_flight = CallsInFlight(self.settings.proxy.shared_wait_s)
         self.query_counter = self.counter  # caps what is embedded, whatever the model
         self.question_centroid = QuestionCentroid(self.embedder)
 

@@ -7,7 +7,9 @@ reply stored: eight calls, eight assistant messages in one turn. While a call ru
 in meanwhile waits for the first and gets its answer (status, headers and body; a streamed
 answer whole, once it has ended); nothing of the copy goes upstream or is stored. Once the
 first is answered the key is gone, and the same call again is a new call, as a client means
-it. Within one process: replicas share nothing here (route a session to one replica).
+it. Within one process: replicas share nothing here (route a session to one replica). A
+first call whose answer never comes (its client left before a stream was read) is taken for
+lost after `proxy.shared_wait_s`: its copies get a 504 and the next copy goes upstream.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from app.core.errors import DomainError, UpstreamUnavailable
+from app.core.errors import DomainError, UpstreamTimeout, UpstreamUnavailable
 from app.core.messages import JsonObject
 
 
@@ -42,27 +46,50 @@ def _retrieved(future: asyncio.Future[SharedAnswer]) -> None:
 
 
 class CallsInFlight:
-    def __init__(self) -> None:
-        self._answers: dict[str, asyncio.Future[SharedAnswer]] = {}
+    def __init__(
+        self, max_wait_s: float = 900.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.max_wait_s = max_wait_s
+        self._clock = clock
+        self._answers: dict[str, tuple[asyncio.Future[SharedAnswer], float]] = {}
 
     def joined(self, digest: str) -> asyncio.Future[SharedAnswer] | None:
         """The answer to wait for when an identical call is in flight (None: lead)."""
-        return self._answers.get(digest)
+        entry = self._answers.get(digest)
+        if entry is None:
+            return None
+        if self._clock() - entry[1] > self.max_wait_s:  # lost: the next copy leads
+            self.failed(digest, TimeoutError())
+            return None
+        return entry[0]
+
+    async def answer_of(self, waiting: asyncio.Future[SharedAnswer]) -> SharedAnswer:
+        """The first call's answer, waited for at most `max_wait_s`."""
+        try:
+            return await asyncio.wait_for(asyncio.shield(waiting), timeout=self.max_wait_s)
+        except TimeoutError as error:
+            raise UpstreamTimeout(
+                "the identical call this one joined gave no answer in time"
+            ) from error
 
     def lead(self, digest: str) -> None:
         future: asyncio.Future[SharedAnswer] = asyncio.get_running_loop().create_future()
         future.add_done_callback(_retrieved)
-        self._answers[digest] = future
+        self._answers[digest] = (future, self._clock())
+
+    def _take(self, digest: str) -> asyncio.Future[SharedAnswer] | None:
+        entry = self._answers.pop(digest, None)
+        return entry[0] if entry is not None else None
 
     def answered(self, digest: str, answer: SharedAnswer) -> None:
-        future = self._answers.pop(digest, None)
+        future = self._take(digest)
         if future is not None and not future.done():
             future.set_result(answer)
 
     def failed(self, digest: str, error: BaseException) -> None:
         """The copies fail as the first did: with its own error when it is the service's,
         else as an upstream that did not answer (the first was cut or cancelled)."""
-        future = self._answers.pop(digest, None)
+        future = self._take(digest)
         if future is None or future.done():
             return
         if not isinstance(error, DomainError):

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from app.core.errors import UnknownModel, UpstreamUnavailable
+from app.core.errors import UnknownModel, UpstreamTimeout, UpstreamUnavailable
 from app.services.shared_calls import CallsInFlight, SharedAnswer, call_digest
 
 
@@ -40,3 +40,17 @@ async def test_copies_get_the_answer_or_the_failure_of_the_first() -> None:
     calls.failed("d", RuntimeError("late"))
     calls.lead("e")
     calls.failed("e", RuntimeError("nobody waited"))  # seen, never "never retrieved"
+
+
+async def test_a_first_call_that_never_answers_is_taken_for_lost() -> None:
+    now = [0.0]
+    calls = CallsInFlight(max_wait_s=0.05, clock=lambda: now[0])
+    calls.lead("d")
+    waiting = calls.joined("d")
+    assert waiting is not None
+    with pytest.raises(UpstreamTimeout):  # a copy waits at most max_wait_s
+        await calls.answer_of(waiting)
+    now[0] = 1.0
+    assert calls.joined("d") is None  # past it, the next copy leads
+    with pytest.raises(UpstreamUnavailable):
+        await waiting
