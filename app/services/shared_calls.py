@@ -73,6 +73,11 @@ class CallsInFlight:
             ) from error
 
     def lead(self, digest: str) -> None:
+        now = self._clock()
+        for lost in [
+            d for d, (_, started) in self._answers.items() if now - started > self.max_wait_s
+        ]:
+            self.failed(lost, TimeoutError())  # never answered: not kept for good
         future: asyncio.Future[SharedAnswer] = asyncio.get_running_loop().create_future()
         future.add_done_callback(_retrieved)
         self._answers[digest] = (future, self._clock())

@@ -54,3 +54,12 @@ async def test_a_first_call_that_never_answers_is_taken_for_lost() -> None:
     assert calls.joined("d") is None  # past it, the next copy leads
     with pytest.raises(UpstreamUnavailable):
         await waiting
+
+
+async def test_lost_calls_are_not_kept_for_good() -> None:
+    now = [0.0]
+    calls = CallsInFlight(max_wait_s=10, clock=lambda: now[0])
+    calls.lead("lost")
+    now[0] = 11.0
+    calls.lead("next")  # a new call sweeps the lost ones
+    assert calls.joined("lost") is None and calls.joined("next") is not None
