@@ -54,7 +54,7 @@ def serving(
 def rss_mib(pid: int) -> float:
     """Resident memory of the server process (and its children, e.g. the embedder's)."""
     total = 0
-    for candidate in [pid, *_children(pid)]:
+    for candidate in [pid, *descendants(pid)]:
         try:
             for line in Path(f"/proc/{candidate}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
@@ -64,10 +64,11 @@ def rss_mib(pid: int) -> float:
     return round(total / 1024, 1)
 
 
-def _children(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
+    """The process's children and theirs (from /proc), while it lives."""
     try:
         found = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     except FileNotFoundError:
         return []
     kids = [int(child) for child in found]
-    return kids + [grandchild for kid in kids for grandchild in _children(kid)]
+    return kids + [grandchild for kid in kids for grandchild in descendants(kid)]

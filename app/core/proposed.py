@@ -135,17 +135,18 @@ def check_proposals(
     return ProposalCheck(tuple(kept), tuple(dropped))
 
 
-def _squash(text: str) -> str:
+def squashed(text: str) -> str:
+    """Text with its spacing and case aside: how words are looked for in a message."""
     return re.sub(r"\s+", "", text).casefold()
 
 
 def _stating_sentence(words: str, text: str) -> str | None:
     """The sentence of `text` that holds `words` and states something, if any."""
-    wanted = _squash(words)
+    wanted = squashed(words)
     for sentence in sentences(text):
-        if wanted in _squash(without_quotes(sentence)) and not states_nothing(sentence):
+        if wanted in squashed(without_quotes(sentence)) and not states_nothing(sentence):
             return sentence
-    whole = _squash(without_quotes(text))
+    whole = squashed(without_quotes(text))
     # words that span sentences: held by the message, stated unless the whole is a question
     if wanted in whole and not states_nothing(text):
         return text
@@ -158,7 +159,7 @@ def _checked(fact: Stated, source: SourceMessage) -> Stated | None:
     value = _said_value(fact, source)
     if value is None:
         return None
-    rejected = fact.rejected if _squash(fact.rejected) in _squash(source.text) else ""
+    rejected = fact.rejected if squashed(fact.rejected) in squashed(source.text) else ""
     return Stated(fact.kind, fact.subject, value, fact.words, rejected)
 
 
@@ -172,7 +173,7 @@ def _said_value(fact: Stated, source: SourceMessage) -> str | None:
         return value if number in numbers_said(fact.words) else None
     if fact.kind is StatedKind.DATE:
         return _said_day(fact, source)
-    if _squash(fact.value) in _squash(source.text):
+    if squashed(fact.value) in squashed(source.text):
         return fact.value
     if fact.kind is StatedKind.CHOICE and content_tokens(fact.value) <= content_tokens(source.text):
         return fact.value  # a chosen option in the message's words, another form of them

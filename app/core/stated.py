@@ -717,7 +717,8 @@ def _inside(span: tuple[int, int, str, str], others: list[tuple[int, int, str, s
 _NUMBER_SAID = re.compile(
     rf"\d[\d,]*(?:\.\d+)?|{ZH_NUMERAL}|\b(?:{EN_NUMBER_WORD})\b", re.IGNORECASE
 )
-_SCALE_AFTER = re.compile(r"\s*(k\b|thousand\b|m\b|million\b|万|千|百|亿)", re.IGNORECASE)
+_SCALE_WORDS = [*(word + r"\b" for word in _MULTIPLIER), *_ZH_MULTIPLIER]  # those tables' keys
+_SCALE_AFTER = re.compile(rf"\s*({'|'.join(_SCALE_WORDS)})", re.IGNORECASE)
 
 
 def numbers_said(text: str) -> set[float]:

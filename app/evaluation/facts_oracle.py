@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import date
 
 from app.core.facts import sentences
+from app.core.proposed import squashed
 from app.core.stated import days_named, numbers_said
 from app.evaluation.stated_facts import (
     SCORED_KINDS,
@@ -132,7 +133,7 @@ def _says(fact: AnnotatedFact, sentence: str, message: SetMessage) -> bool:
         return fact.value in named or float(date.fromisoformat(fact.value).day) in numbers_said(
             sentence
         )
-    return re.sub(r"\s+", "", fact.value).casefold() in re.sub(r"\s+", "", sentence).casefold()
+    return squashed(fact.value) in squashed(sentence)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ half of the annotated value's content words.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -45,6 +44,7 @@ from app.core.proposed import (
     check_proposals,
     parse_proposals,
     proposal_prompt,
+    squashed,
 )
 
 DATA = Path(__file__).parent / "data" / "stated_facts"
@@ -241,16 +241,12 @@ def matches(annotated: AnnotatedFact, predicted: PredictedFact) -> bool:
     if annotated.kind == "date":
         return annotated.value == predicted.value
     if annotated.kind in ("party", "identifier"):
-        wanted, given = _squash(annotated.value), _squash(predicted.value or "")
+        wanted, given = squashed(annotated.value), squashed(predicted.value or "")
         return bool(given) and (wanted in given or given in wanted)
     words = content_tokens(annotated.value)
     if not words:
         return False
     return len(words & content_tokens(predicted.text)) / len(words) >= 0.5
-
-
-def _squash(text: str) -> str:
-    return re.sub(r"\s+", "", text).casefold()
 
 
 # A chat model as the scorer calls it: (system, user) → its answer's text.

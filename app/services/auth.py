@@ -138,8 +138,14 @@ async def inspector_caller(ctx: ServiceContext, token: str | None) -> InspectorC
 async def end_inspector_login(ctx: ServiceContext, token: str | None, csrf: str) -> None:
     """Logs out: the login of `token` ends, if the form sent its CSRF token (a post from
     another site cannot end it)."""
-    caller = await inspector_caller(ctx, token)
-    if not caller.csrf or not secrets.compare_digest(caller.csrf, csrf):
-        raise Forbidden("logging out takes the form's CSRF token", field="csrf")
+    refused = Forbidden("logging out takes the form's CSRF token", field="csrf")
+    if token is None:
+        await inspector_caller(ctx, None)  # with keys: a 401, as for any page's call
+        raise refused  # development mode has no login to end
     async with ctx.database.transaction() as db:
-        await key_store.end_inspector_login(db, hash_key(token or ""))
+        found = await key_store.inspector_login(db, hash_key(token), ctx.clock())
+        if found is None:
+            raise Unauthenticated(LOGIN_ENDED)
+        if not secrets.compare_digest(found[1], csrf):
+            raise refused
+        await key_store.end_inspector_login(db, hash_key(token))
