@@ -4,6 +4,7 @@ encryption, purge, openapi."""
 from __future__ import annotations
 
 import argparse
+import gc
 import ipaddress
 import json
 import os
@@ -204,7 +205,7 @@ def serve(settings: Settings) -> None:
         settings=settings,
         database_url=url,
         serve_docs=docs,
-        on_ready=lambda ctx: print(startup_banner(settings, ctx, keys=keys, docs=docs), flush=True),
+        on_ready=lambda ctx: _ready(startup_banner(settings, ctx, keys=keys, docs=docs)),
     )
     uvicorn.run(
         app,
@@ -214,6 +215,14 @@ def serve(settings: Settings) -> None:
         log_config=None,  # keep the handlers configure_logging installed
         access_log=False,  # RequestObserver writes one line per request instead
     )
+
+
+def _ready(banner: str) -> None:
+    # What is alive once the server is up (modules, tokenizers, models) lives as long as it:
+    # the garbage collector stops walking it, so a full collection during a large call
+    # (app/services/throttle.py) walks that call's objects only and holds the loop shorter.
+    gc.freeze()
+    print(banner, flush=True)
 
 
 def startup_banner(settings: Settings, ctx: ServiceContext, *, keys: bool, docs: bool) -> str:

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from app.api.errors import BodySizeLimit, install_error_handlers
 from app.api.mcp import MCP_PATH, PostOnly, bearer_from_headers, build_mcp
 from app.api.observability import RequestObserver
-from app.api.proxy import PROXY_PREFIX
+from app.api.proxy import PROXY_PREFIX, document_bodies
 from app.api.proxy import router as proxy_router
 from app.api.routes import router
 from app.api.ui import install_inspector
@@ -201,6 +201,7 @@ def create_app(
     install_error_handlers(app)
     app.include_router(router)
     app.include_router(proxy_router)
+    document_bodies(app)
     if settings.inspector.enabled:
         install_inspector(app)
     if settings.floor_endpoint:

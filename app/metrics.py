@@ -217,3 +217,14 @@ def count_proxy_call(route: str, outcome: str) -> None:
     """One proxy call's outcome (recorded, upstream_error, unavailable, timeout, cut,
     unrecorded)."""
     PROXY_CALLS.labels(route=route, outcome=outcome).inc()
+
+
+THROTTLED = Counter(
+    "ebbtide_throttled_total",
+    "Calls refused with 429 by a tenant's limits (app/services/throttle.py): turns, proxy "
+    "calls or bytes per minute, or a full line of large calls.",
+    ["limit"],
+)
+LARGE_CALLS = Gauge(
+    "ebbtide_large_calls", "Large calls (by body size) in progress or waiting in line.", ["state"]
+)

@@ -503,6 +503,40 @@ class LimitSettings(BaseModel):
     )
 
 
+class ThrottleSettings(BaseModel):
+    """Per tenant, per process (app/services/throttle.py): how much one tenant may ask of a
+    server, so that no caller stalls the others. A call over a rate gets 429 with Retry-After."""
+
+    turns_per_minute: int = Field(600, ge=1, description="`POST /sessions/{id}/turn` calls.")
+    proxy_calls_per_minute: int = Field(600, ge=1, description="Proxy calls (`/v1/...`).")
+    bytes_per_minute: int = Field(
+        256_000_000, ge=1, description="Request bytes of turns and proxy calls together."
+    )
+    large_body_bytes: int = Field(
+        1_000_000,
+        ge=1,
+        description="A turn or proxy call whose body is at least this large is a large call: "
+        "its parsing, reconciling and digesting run on a worker thread, not the event loop.",
+    )
+    large_calls_per_tenant: int = Field(
+        1, ge=1, description="A tenant's large calls in progress at once; more wait in line."
+    )
+    large_calls_waiting_per_tenant: int = Field(
+        4, ge=0, description="A tenant's large calls waiting in line; one more gets 429."
+    )
+    large_call_retry_after_s: int = Field(
+        10, ge=1, description="The Retry-After of a large call refused for the line being full."
+    )
+    worker_threads: int = Field(2, ge=1, description="Threads running large calls' work.")
+    switch_interval_s: float = Field(
+        0.0005,
+        gt=0,
+        description="How long a thread may hold the interpreter before another that waits "
+        "gets it (`sys.setswitchinterval`): short, so the event loop waits little behind a "
+        "large call's thread.",
+    )
+
+
 class EncryptionSettings(BaseModel):
     """Encryption at rest of conversation text (app/store/sealing.py)."""
 
@@ -631,6 +665,7 @@ class Settings(BaseSettings):
     memory: MemoryToolSettings = MemoryToolSettings()
     llm: LlmSettings = LlmSettings()
     limits: LimitSettings = LimitSettings()
+    throttle: ThrottleSettings = ThrottleSettings()
     encryption: EncryptionSettings = EncryptionSettings()
     retention: RetentionSettings = RetentionSettings()
     db: DatabaseSettings = DatabaseSettings()

@@ -8,14 +8,17 @@ its status, headers and body.
 
 from __future__ import annotations
 
+import asyncio
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from fastapi import APIRouter, Depends, Header, Request
+from fastapi import APIRouter, Depends, FastAPI, Header, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.json_schema import models_json_schema
 
 from app.api.deps import proxy_tenant, service_context
 from app.api.errors import ERROR_RESPONSES
@@ -42,6 +45,7 @@ from app.services.proxy import (
     relay,
 )
 from app.services.shared_calls import SharedAnswer, call_digest
+from app.services.throttle import CallKind
 
 PROXY_PREFIX = "/v1/"
 router = APIRouter(prefix="/v1", tags=["proxy"])
@@ -106,6 +110,52 @@ class MessagesBody(BaseModel):
 
     def read(self) -> tuple[SystemPrompt | None, list[Message]]:
         return anthropic_system(self.system), read_messages(Format.ANTHROPIC, self.messages)
+
+
+Body = TypeVar("Body", ChatCompletionsBody, MessagesBody)
+# The routes read their bodies themselves (a large one is parsed off the event loop); the
+# OpenAPI document names the models all the same (app.main adds their schemas).
+BODY_MODELS: tuple[type[BaseModel], ...] = (ChatCompletionsBody, MessagesBody)
+
+
+def _documented_body(model: type[BaseModel]) -> JsonObject:
+    schema = {"$ref": f"#/components/schemas/{model.__name__}"}
+    return {"requestBody": {"content": {"application/json": {"schema": schema}}, "required": True}}
+
+
+def document_bodies(app: FastAPI) -> None:
+    """Adds the bodies' schemas to the app's OpenAPI components, as FastAPI would for a route
+    that declares its body."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = generate()
+            _, found = models_json_schema(
+                [(model, "validation") for model in BODY_MODELS],
+                ref_template="#/components/schemas/{model}",
+            )
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            for name, definition in found.get("$defs", {}).items():
+                components.setdefault(name, definition)
+            return schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _validated(model: type[Body], raw: bytes) -> Body:
+    """The body, or the validation error FastAPI raises for a body it parses itself."""
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as error:
+        raise _as_request_error(error) from None
+
+
+def _as_request_error(error: ValidationError) -> RequestValidationError:
+    """FastAPI's error, each problem located in the body, as for a body it parses."""
+    problems = [{**p, "loc": ("body", *p["loc"])} for p in error.errors(include_url=False)]
+    return RequestValidationError(problems)
 
 
 def _session(header: str | None, fallback: str | None, fallback_name: str) -> str:
@@ -187,9 +237,55 @@ class CallHeaders:
 async def _proxied(
     ctx: ServiceContext,
     request: Request,
-    body: ChatCompletionsBody | MessagesBody,
-    call: CallHeaders,
+    tenant: str,
+    model: type[Body],
+    headers_of: Callable[[Body], CallHeaders],
 ) -> Response:
+    """The call admitted by the tenant's limits, its turn run (off the event loop when its
+    body is large), then the upstream's answer; an identical call in flight answers this one
+    instead."""
+    raw = await request.body()
+    ctx.throttle.admit(tenant, CallKind.PROXY, len(raw))
+    async with ctx.throttle.sized(tenant, len(raw)):
+        digest, led = await _led(ctx, request, raw, model, headers_of)
+    if isinstance(led, asyncio.Future):  # an identical call is in flight: its answer is this one's
+        shared = await ctx.calls_in_flight.answer_of(led)
+        return Response(shared.body, status_code=shared.status, headers=shared.headers)
+    try:
+        response = await _answer(ctx, led)
+    except BaseException as error:
+        ctx.calls_in_flight.failed(digest, error)
+        raise
+    return _shared(ctx, digest, response)
+
+
+async def _led(
+    ctx: ServiceContext,
+    request: Request,
+    raw: bytes,
+    model: type[Body],
+    headers_of: Callable[[Body], CallHeaders],
+) -> tuple[str, PreparedCall | asyncio.Future[SharedAnswer]]:
+    """The call's digest, and its turn run, or the identical call in flight it waits for.
+    The body and its history end here: nothing but the prepared call outlives it."""
+    body = await ctx.throttle.run(_validated, model, raw)
+    proxy_call, digest = await ctx.throttle.run(_read_call, ctx, request, body, headers_of(body))
+    waiting = ctx.calls_in_flight.joined(digest)
+    if waiting is not None:
+        return digest, waiting
+    ctx.calls_in_flight.lead(digest)
+    try:
+        return digest, await prepare_call(ctx, proxy_call)
+    except BaseException as error:
+        ctx.calls_in_flight.failed(digest, error)
+        raise
+
+
+def _read_call(
+    ctx: ServiceContext, request: Request, body: Body, call: CallHeaders
+) -> tuple[ProxyCall, str]:
+    """The call in the one message model, within the limits, and its digest (what makes two
+    calls identical: route, tenant, session, body and Ebbtide's headers)."""
     system, history = body.read()
     check_limits(history, ctx, whole=True)
     proxy_call = ProxyCall(
@@ -208,17 +304,7 @@ async def _proxied(
     said = body.model_dump(mode="json", exclude_unset=True)
     headers = {"context_window": call.context_window, "recall": call.recall}
     digest = call_digest(call.route.value, proxy_call.key, {"body": said, "headers": headers})
-    waiting = ctx.calls_in_flight.joined(digest)
-    if waiting is not None:  # an identical call is in flight: its answer is this one's
-        shared = await ctx.calls_in_flight.answer_of(waiting)
-        return Response(shared.body, status_code=shared.status, headers=shared.headers)
-    ctx.calls_in_flight.lead(digest)
-    try:
-        response = await _answer(ctx, await prepare_call(ctx, proxy_call))
-    except BaseException as error:
-        ctx.calls_in_flight.failed(digest, error)
-        raise
-    return _shared(ctx, digest, response)
+    return proxy_call, digest
 
 
 def _shared(ctx: ServiceContext, digest: str, response: Response) -> Response:
@@ -251,9 +337,9 @@ def _shared(ctx: ServiceContext, digest: str, response: Response) -> Response:
 @router.post(
     "/chat/completions",
     responses={**ERROR_RESPONSES, 502: {"description": "Upstream unreachable"}, 504: {}},
+    openapi_extra=_documented_body(ChatCompletionsBody),
 )
 async def chat_completions(
-    body: ChatCompletionsBody,
     request: Request,
     ctx: Context,
     tenant: Tenant,
@@ -263,17 +349,20 @@ async def chat_completions(
 ) -> Response:
     """OpenAI Chat Completions, streamed or not: the whole history in, the session's prompt
     forwarded to `EBBTIDE_PROXY__OPENAI_BASE_URL`, the upstream's answer back."""
-    session_id = _session(session, body.user, "user")
-    call = CallHeaders(ProxyRoute.CHAT_COMPLETIONS, tenant, session_id, context_window, recall)
-    return await _proxied(ctx, request, body, call)
+
+    def headers_of(body: ChatCompletionsBody) -> CallHeaders:
+        session_id = _session(session, body.user, "user")
+        return CallHeaders(ProxyRoute.CHAT_COMPLETIONS, tenant, session_id, context_window, recall)
+
+    return await _proxied(ctx, request, tenant, ChatCompletionsBody, headers_of)
 
 
 @router.post(
     "/messages",
     responses={**ERROR_RESPONSES, 502: {"description": "Upstream unreachable"}, 504: {}},
+    openapi_extra=_documented_body(MessagesBody),
 )
 async def messages(
-    body: MessagesBody,
     request: Request,
     ctx: Context,
     tenant: Tenant,
@@ -283,7 +372,10 @@ async def messages(
 ) -> Response:
     """Anthropic Messages, streamed or not: the whole history in, the session's prompt
     forwarded to `EBBTIDE_PROXY__ANTHROPIC_BASE_URL`, the upstream's answer back."""
-    user_id = body.metadata.user_id if body.metadata else None
-    session_id = _session(session, user_id, "metadata.user_id")
-    call = CallHeaders(ProxyRoute.MESSAGES, tenant, session_id, context_window, recall)
-    return await _proxied(ctx, request, body, call)
+
+    def headers_of(body: MessagesBody) -> CallHeaders:
+        user_id = body.metadata.user_id if body.metadata else None
+        session_id = _session(session, user_id, "metadata.user_id")
+        return CallHeaders(ProxyRoute.MESSAGES, tenant, session_id, context_window, recall)
+
+    return await _proxied(ctx, request, tenant, MessagesBody, headers_of)

@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Path, Query, Response
+from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app.api.deps import principal, service_context, tenant_with
@@ -45,6 +45,7 @@ from app.services.memory import remember
 from app.services.memory_tool import call_memory, definitions
 from app.services.recall import recall_query
 from app.services.sessions import list_events, read_blob, read_chunk, session_status
+from app.services.throttle import CallKind
 from app.services.turns import run_turn
 
 router = APIRouter()
@@ -95,6 +96,7 @@ def _request_hash(body: TurnRequestBody) -> str:
 async def post_turn(
     session_id: SessionId,
     body: TurnRequest,
+    request: Request,
     ctx: Context,
     tenant: Writer,
     idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
@@ -102,8 +104,21 @@ async def post_turn(
     """Store this turn's messages and answer with the prompt to send to the model. The
     messages come in `format` (`openai`, `anthropic` or `responses`); the prompt is rendered
     in `prompt_format` (default: the same)."""
-    system, messages = body.read()
-    check_limits(messages, ctx, whole=body.whole_history)
+    size = len(await request.body())  # read already, to parse the body
+    ctx.throttle.admit(tenant, CallKind.TURN, size)
+    async with ctx.throttle.sized(tenant, size):
+        return await _turn(session_id, body, ctx, tenant, idempotency_key)
+
+
+async def _turn(
+    session_id: str,
+    body: TurnRequestBody,
+    ctx: ServiceContext,
+    tenant: str,
+    idempotency_key: str | None,
+) -> TurnResponse:
+    system, messages = await ctx.throttle.run(body.read)
+    await ctx.throttle.run(check_limits, messages, ctx, whole=body.whole_history)
     turn = TurnInput(
         session_id=session_id,
         tenant_id=tenant,
@@ -119,7 +134,7 @@ async def post_turn(
         observed_cached_tokens=body.observed_cached_tokens,
         prompt_format=body.prompt_format or PromptFormat.of_input(Format(body.format)),
         idempotency_key=idempotency_key,
-        request_hash=_request_hash(body),
+        request_hash=await ctx.throttle.run(_request_hash, body),
         whole_history=body.whole_history,
         carry_facts=body.carry_facts.read() if body.carry_facts else None,
     )

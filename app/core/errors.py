@@ -92,6 +92,12 @@ class RateLimited(DomainError):
     code = "rate_limited"
 
 
+class LargeCallsWaiting(RateLimited):
+    """The tenant's line of large calls is full; `details.retry_after_s` says when to retry."""
+
+    code = "too_many_large_calls"
+
+
 class InvalidForget(DomainError):
     """A forget call must name a chunk, a turn range or a pending id to confirm."""
 

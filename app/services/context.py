@@ -22,6 +22,7 @@ from app.core.ports import (
 )
 from app.services.embedding import EmbedderGate, QueryVectorCache, QuestionCentroid
 from app.services.shared_calls import CallsInFlight
+from app.services.throttle import Throttle
 from app.settings import Settings
 from app.store.database import Database
 
@@ -123,6 +124,7 @@ class ServiceContext:
     embedding_asked: dict[str, None] = field(default_factory=dict)
     turns_in_flight: TurnsInFlight = field(default_factory=TurnsInFlight)
     calls_in_flight: CallsInFlight = field(init=False)  # proxy copies (sized by the settings)
+    throttle: Throttle = field(init=False)  # each tenant's rates and large calls
     question_centroid: QuestionCentroid = field(init=False)  # of the embedder
     clock: Callable[[], datetime] = utc_now
     new_id: Callable[[], str] = new_chunk_id
@@ -134,6 +136,7 @@ class ServiceContext:
         self.embedder_gate = EmbedderGate.from_settings(self.settings.embedder)
         self.query_cache = QueryVectorCache(self.settings.recall.query_cache_size)
         self.calls_in_flight = CallsInFlight(self.settings.proxy.shared_wait_s)
+        self.throttle = Throttle(self.settings.throttle)
         self.query_counter = self.counter  # caps what is embedded, whatever the model
         self.question_centroid = QuestionCentroid(self.embedder)
 
@@ -154,3 +157,4 @@ class ServiceContext:
             if close is not None:
                 await close()
         await self.database.dispose()
+        self.throttle.close()

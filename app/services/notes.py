@@ -114,9 +114,13 @@ async def _llm_notes(
     return text.strip(), [], None
 
 
-async def update_notes(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> NotesUpdate:
+async def update_notes(
+    ctx: ServiceContext, snap: Snapshot, plan: TurnPlan, drafted: NotesDraft | None = None
+) -> NotesUpdate:
+    """The turn's notes: facts and body from its messages (`drafted`: extracted already while
+    planning), rendered when the window changes or they first have something to say."""
     try:
-        return await _update(ctx, snap, plan)
+        return await _update(ctx, snap, plan, drafted)
     except Exception as error:  # notes must never fail the turn (docs/DESIGN.md §5)
         return NotesUpdate(
             changes=FactChanges(),
@@ -183,21 +187,40 @@ def _draft(ctx: ServiceContext, update: NotesUpdate, cap: int) -> str:
     return render(update.body, update.facts, cap_tokens=cap, count=ctx.counter.count, limits=limits)
 
 
-def drafted_notes_tokens(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> int | None:
-    """What the notes an offload renders will take: the extractive draft's block at the
-    window's cap (None with a chat model configured, whose notes may take up to the cap)."""
+@dataclass(frozen=True)
+class NotesDraft:
+    """What the notes an offload renders will take (`tokens`), and the extraction that
+    drafted them, which the turn's notes update then uses instead of extracting again."""
+
+    tokens: int
+    extracted: NotesUpdate
+
+
+def drafted_notes(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> NotesDraft | None:
+    """The extractive draft's block at the window's cap (None with a chat model configured,
+    whose notes may take up to the cap)."""
     if ctx.chat_model is not None:
         return None
     try:
         update = _extracted(ctx, snap, plan)
         cap = text_cap(ctx, window_notes_cap(plan_policy(ctx.settings), plan.config.budget))
-        return count_text_block(ctx.counter, notes_block(_draft(ctx, update, cap)))
+        return NotesDraft(
+            count_text_block(ctx.counter, notes_block(_draft(ctx, update, cap))), update
+        )
     except Exception:  # never fails the turn: the batch makes room at the cap instead
         return None
 
 
-async def _update(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> NotesUpdate:
-    update = _extracted(ctx, snap, plan, await proposed_facts(ctx, _sources(plan)))
+async def _update(
+    ctx: ServiceContext, snap: Snapshot, plan: TurnPlan, drafted: NotesDraft | None
+) -> NotesUpdate:
+    # The draft's extraction holds for any plan of the same messages: the notes depend on
+    # the turn's messages only, and it was made without proposals, as this one would be.
+    proposals = await proposed_facts(ctx, _sources(plan))
+    if drafted is not None and not proposals.kept and not proposals.dropped:
+        update = drafted.extracted
+    else:
+        update = await ctx.throttle.run(_extracted, ctx, snap, plan, proposals)
     facts, limits = update.facts, notes_limits(ctx.settings)
     if not (
         plan.offloaded
@@ -207,7 +230,7 @@ async def _update(ctx: ServiceContext, snap: Snapshot, plan: TurnPlan) -> NotesU
     ):
         return update
     cap = text_cap(ctx, plan.notes_cap)
-    draft = _draft(ctx, update, cap)
+    draft = await ctx.throttle.run(_draft, ctx, update, cap)
     llm_text, update.rejected, update.error = await _llm_notes(ctx, draft, facts, cap)
     update.rendered = llm_text if llm_text is not None else draft
     update.source = "llm" if llm_text is not None else "extractive"

@@ -84,7 +84,7 @@ def _unit_means(
 
 async def build_batch(ctx: ServiceContext, plan: TurnPlan) -> OffloadBatch:
     if ctx.settings.embedder.offload_embedding == "queued":
-        return queued_batch(ctx, plan)
+        return await ctx.throttle.run(queued_batch, ctx, plan)
     return await _embedded_batch(ctx, plan)
 
 
@@ -113,7 +113,8 @@ async def _embedded_batch(ctx: ServiceContext, plan: TurnPlan) -> OffloadBatch:
     unique = list(dict.fromkeys(texts))
     vectors = await embed_passages(ctx, unique)
     by_text = dict(zip(unique, vectors, strict=True)) if vectors is not None else None
-    built = build_chunks(
+    built = await ctx.throttle.run(
+        build_chunks,
         units,
         ctx.counter,
         topic_policy(ctx.settings),

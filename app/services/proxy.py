@@ -14,7 +14,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from app import metrics
@@ -125,7 +125,9 @@ async def prepare_call(ctx: ServiceContext, call: ProxyCall) -> PreparedCall:
         body=body,
         stream=body.get("stream") is True,
     )
-    return PreparedCall(call, turn, request, hides_usage)
+    # What is left of the call once its turn is run: the history and the body are dropped,
+    # so a large call's memory goes back while the upstream answers.
+    return PreparedCall(replace(call, history=(), body={}), turn, request, hides_usage)
 
 
 def _reply_of(route: ProxyRoute, body: bytes) -> tuple[JsonObject | None, ProviderUsage]:

@@ -160,6 +160,15 @@ def _from_row(
     )
 
 
+def _from_fresh_all(
+    fresh: Sequence[EmbeddedChunk],
+    vectors: QueryVectors | None,
+    context_weight: float,
+    focus: UnitFocus,
+) -> list[Candidate]:
+    return [_from_fresh(chunk, vectors, context_weight, focus) for chunk in fresh]
+
+
 def _from_fresh(
     fresh: EmbeddedChunk, query: QueryVectors | None, context_weight: float, focus: UnitFocus
 ) -> Candidate:
@@ -480,12 +489,16 @@ async def retrieve(
     pending += sum(1 for chunk in fresh if chunk.unit_vectors is None)
     metrics.RECALL_PENDING.inc(pending)
     focus = unit_focus(settings, query)
-    candidates += [_from_fresh(f, vectors, settings.context_weight, focus) for f in fresh]
-    shares = rerank.lexical_scores(query.terms, [c.raw_text for c in candidates])
+    candidates += await ctx.throttle.run(
+        _from_fresh_all, fresh, vectors, settings.context_weight, focus
+    )
+    texts = [c.raw_text for c in candidates]
+    shares = await ctx.throttle.run(rerank.lexical_scores, query.terms, texts)
     candidates = [replace(c, lexical_score=v) for c, v in zip(candidates, shares, strict=True)]
     timings["search"] = _ms_since(mark)
     mark = time.perf_counter()
-    hits = rerank.fuse(
+    hits = await ctx.throttle.run(
+        rerank.fuse,
         candidates,
         query,
         FusionWeights(settings.term_bonus, settings.entity_bonus, settings.recency_weight),

@@ -301,8 +301,8 @@ async def recall_for_turn(
         pointed={hit.candidate.chunk_id for hit, _ in pointers},
         repeated={hit.candidate.chunk_id for hit in found.repeated},
     )
-    result.candidates = trace_candidates(
-        found.fused, decisions, ctx.settings.recall.trace_candidates
+    result.candidates = await ctx.throttle.run(
+        trace_candidates, found.fused, decisions, ctx.settings.recall.trace_candidates
     )
     if items or pointers:
         block = format_block(items) if items else ""

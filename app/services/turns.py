@@ -37,8 +37,9 @@ from app.core.types import JsonObject, WindowMessage
 from app.services.carry import facts_to_carry
 from app.services.context import ServiceContext
 from app.services.notes import (
+    NotesDraft,
     NotesUpdate,
-    drafted_notes_tokens,
+    drafted_notes,
     update_notes,
     waits_on_chat_model,
 )
@@ -250,7 +251,7 @@ async def _whole_history_turn(
         return found, "replay"
     inp, snap, history = await _reconciled(ctx, inp, found)
     # Read after reconciling: the new messages may not hold the history's last user message.
-    planned = _planned(ctx, inp, None, snap, started)
+    planned = await ctx.throttle.run(_planned, ctx, inp, None, snap, started)
     outcome, draft, clock = await _complete(planned, inp, snap, history=history)
     return await commit_turn(planned.ctx, inp, snap, outcome, draft, clock), _kind(outcome)
 
@@ -269,6 +270,7 @@ class Planned:
     plan: TurnPlan
     timings: dict[str, float]
     started: float
+    notes_draft: NotesDraft | None = None  # the extraction an offload's plan drafted
 
 
 def _planned(
@@ -287,14 +289,13 @@ def _planned(
     mark = time.perf_counter()
     rules = plan_policy(ctx.settings)
     plan = plan_turn(inp, snap, ctx.counter, rules, ctx.clock(), ctx.new_id)
-    if plan.offloaded:  # the batch makes room for the notes as they will come out
-        notes_after = drafted_notes_tokens(ctx, snap, plan)
-        if notes_after is not None:
-            plan = plan_turn(inp, snap, ctx.counter, rules, ctx.clock(), ctx.new_id, notes_after)
+    drafted = drafted_notes(ctx, snap, plan) if plan.offloaded else None
+    if drafted is not None:  # the batch makes room for the notes as they will come out
+        plan = plan_turn(inp, snap, ctx.counter, rules, ctx.clock(), ctx.new_id, drafted.tokens)
     timings["plan"] = _ms_since(mark)
     if query is None and archive_in_reach(snap, plan):
         query = turn_query(ctx, inp)
-    return Planned(ctx, query, plan, timings, started)
+    return Planned(ctx, query, plan, timings, started, drafted)
 
 
 def _needs_outside_work(planned: Planned, inp: TurnInput, snap: Snapshot) -> bool:
@@ -318,7 +319,7 @@ async def _complete(
     batch = await build_batch(ctx, plan)
     timings["embed"] = _ms_since(mark)
     mark = time.perf_counter()
-    notes = await update_notes(ctx, snap, plan)
+    notes = await update_notes(ctx, snap, plan, planned.notes_draft)
     notes_delta = 0 if notes.tokens is None else notes.tokens - snap.notes_tokens
     timings["notes"] = _ms_since(mark)
     mark = time.perf_counter()
@@ -336,15 +337,14 @@ async def _complete(
     timings.update({f"recall_{k}": v for k, v in recall.timings_ms.items()})
     mark = time.perf_counter()
     outcome = Outcome(plan, batch, notes, notes_delta, recall, recall.window(plan))
-    prompt = assemble(
-        PromptParts(
-            system=plan.config.system_prompt,
-            notes=notes.text(snap.notes_text),
-            window=outcome.window,
-            current_turn=plan.turn,
-            format=inp.prompt_format,
-        )
+    parts = PromptParts(
+        system=plan.config.system_prompt,
+        notes=notes.text(snap.notes_text),
+        window=outcome.window,
+        current_turn=plan.turn,
+        format=inp.prompt_format,
     )
+    prompt = await ctx.throttle.run(assemble, parts)
     timings["assemble"] = _ms_since(mark)
     draft = replace(turn_result(inp, snap, outcome, prompt, timings), history=history)
     return outcome, draft, Stopwatch(started=planned.started, write_started=time.perf_counter())
@@ -357,14 +357,14 @@ async def _reconciled(
     that diverges first archives the stored branch (its own transaction, version-checked),
     and the session is read again; a fault between the two leaves a transcript the retry
     reconciles with as a plain append."""
-    found = reconcile(snap.transcript, inp.messages)
+    found = await ctx.throttle.run(reconcile, snap.transcript, inp.messages)
     archived = None
     if found.branch_from is not None:
         archived = await _archive(ctx, inp, snap, found.branch_from)
         again = await load_snapshot(ctx, inp)
         if isinstance(again, TurnResult):  # the same key was answered meanwhile: replay it
             raise VersionConflict
-        snap, found = again, reconcile(again.transcript, inp.messages)
+        snap, found = again, await ctx.throttle.run(reconcile, again.transcript, inp.messages)
     history = HistoryMatch(
         matched=found.matched,
         added=len(found.new),

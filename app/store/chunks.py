@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import cast
 
-from sqlalchemy import delete, func, select, update
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import Table, Text, bindparam, delete, func, select, update
+from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
@@ -15,6 +16,11 @@ from app.core.types import EmbeddedChunk, UnitDraft
 from app.core.vectors import mean_vector
 from app.store.models import BlobRow, ChunkRow, ChunkUnitRow, SessionRow
 from app.store.sealing import blind_terms
+from app.store.sessions import in_batches
+
+# The tables themselves, for inserts of many rows at once (no unit of work per row).
+CHUNKS = cast(Table, ChunkRow.__table__)
+UNITS = cast(Table, ChunkUnitRow.__table__)
 
 
 async def insert_chunks(
@@ -28,40 +34,51 @@ async def insert_chunks(
     `archived_turn`: the first turn that has them in its archive."""
     terms = sum(len(set(chunk.draft.lexical_terms)) for chunk in chunks)
     await add_to_lexical_totals(db, session_id, len(chunks), terms)
-    for chunk in chunks:
-        draft, vector = chunk.draft, chunk.vector
-        db.add(
-            ChunkRow(
-                session_id=session_id,
-                id=draft.id,
-                kind=draft.kind,
-                turn_start=draft.turn_start,
-                turn_end=draft.turn_end,
-                seq_start=min(draft.seqs),
-                seq_end=max(draft.seqs),
-                roles=list(draft.roles),
-                first_ts=draft.first_ts,
-                last_ts=draft.last_ts,
-                raw_text=draft.raw_text,
-                tokens=draft.tokens,
-                summary_hint=draft.summary_hint,
-                embedding=vector,
-                embedding_model=embedding_model if vector is not None else None,
-                needs_embedding=vector is None or chunk.unit_vectors is None,
-                lexical=func.array_to_tsvector(blind_terms(draft.lexical_terms)),
-                content_hash=draft.content_hash,
-                sources=list(draft.sources) or None,
-                blob_hashes=[blob.hash for blob in draft.blobs] or None,
-                archived_turn=archived_turn,
-            )
-        )
-    await db.flush()  # the units refer to their chunk
+    rows = [_chunk_row(session_id, chunk, embedding_model, archived_turn) for chunk in chunks]
+    statement = insert(CHUNKS).values(
+        lexical=func.array_to_tsvector(bindparam("lexical_terms", type_=ARRAY(Text)))
+    )
+    for batch in in_batches(rows):
+        await db.execute(statement, batch)
     await insert_blobs(db, session_id, [blob for chunk in chunks for blob in chunk.draft.blobs])
-    for chunk in chunks:
-        vectors = chunk.unit_vectors or [None] * len(chunk.draft.units)
-        for unit, unit_vector in zip(chunk.draft.units, vectors, strict=True):
-            db.add(_unit_row(session_id, chunk.draft.id, unit, unit_vector, embedding_model))
-    await db.flush()
+    units = [
+        _unit_row(session_id, chunk.draft.id, unit, unit_vector, embedding_model)
+        for chunk in chunks
+        for unit, unit_vector in zip(
+            chunk.draft.units, chunk.unit_vectors or [None] * len(chunk.draft.units), strict=True
+        )
+    ]
+    for batch in in_batches(units):
+        await db.execute(insert(UNITS), batch)
+
+
+def _chunk_row(
+    session_id: str, chunk: EmbeddedChunk, embedding_model: str, archived_turn: int
+) -> dict[str, object]:
+    draft, vector = chunk.draft, chunk.vector
+    return {
+        "session_id": session_id,
+        "id": draft.id,
+        "kind": draft.kind,
+        "turn_start": draft.turn_start,
+        "turn_end": draft.turn_end,
+        "seq_start": min(draft.seqs),
+        "seq_end": max(draft.seqs),
+        "roles": list(draft.roles),
+        "first_ts": draft.first_ts,
+        "last_ts": draft.last_ts,
+        "raw_text": draft.raw_text,
+        "tokens": draft.tokens,
+        "summary_hint": draft.summary_hint,
+        "embedding": vector,
+        "embedding_model": embedding_model if vector is not None else None,
+        "needs_embedding": vector is None or chunk.unit_vectors is None,
+        "lexical_terms": blind_terms(draft.lexical_terms),
+        "content_hash": draft.content_hash,
+        "sources": list(draft.sources) or None,
+        "blob_hashes": [blob.hash for blob in draft.blobs] or None,
+        "archived_turn": archived_turn,
+    }
 
 
 async def insert_blobs(db: AsyncSession, session_id: str, blobs: Sequence[Blob]) -> None:
@@ -100,19 +117,19 @@ def _unit_row(
     unit: UnitDraft,
     vector: list[float] | None,
     embedding_model: str,
-) -> ChunkUnitRow:
-    return ChunkUnitRow(
-        session_id=session_id,
-        chunk_id=chunk_id,
-        ord=unit.ord,
-        seq=unit.seq,
-        said_at=unit.created_at,
-        text_start=unit.start,
-        text_end=unit.end,
-        speaker=unit.speaker,
-        embedding=vector,
-        embedding_model=embedding_model if vector is not None else None,
-    )
+) -> dict[str, object]:
+    return {
+        "session_id": session_id,
+        "chunk_id": chunk_id,
+        "ord": unit.ord,
+        "seq": unit.seq,
+        "said_at": unit.created_at,
+        "text_start": unit.start,
+        "text_end": unit.end,
+        "speaker": unit.speaker,
+        "embedding": vector,
+        "embedding_model": embedding_model if vector is not None else None,
+    }
 
 
 async def get_chunk(db: AsyncSession, session_id: str, chunk_id: str) -> ChunkRow | None:
@@ -155,8 +172,12 @@ async def set_embedding(
             ChunkUnitRow.session_id == session_id, ChunkUnitRow.chunk_id == chunk_id
         )
     )
-    for unit, vector in zip(units, vectors, strict=True):
-        db.add(_unit_row(session_id, chunk_id, unit, vector, model))
+    rows = [
+        _unit_row(session_id, chunk_id, unit, vector, model)
+        for unit, vector in zip(units, vectors, strict=True)
+    ]
+    if rows:
+        await db.execute(insert(UNITS), rows)
     await db.execute(
         update(ChunkRow)
         .where(ChunkRow.session_id == session_id, ChunkRow.id == chunk_id)

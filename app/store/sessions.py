@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
+from typing import TypeVar, cast
 
-from sqlalchemy import exists, func, select, update
+from sqlalchemy import Table, bindparam, exists, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -130,6 +131,18 @@ async def window_messages(db: AsyncSession, session_id: str) -> list[WindowMessa
     return [_window_message(row) for row in result.scalars()]
 
 
+MESSAGES = cast(Table, MessageRow.__table__)  # for statements over many rows at once
+Row = TypeVar("Row")
+# A large turn's rows go in statements of at most this many, so the event loop serves other
+# requests between them (a whole history can bring tens of thousands).
+ROWS_PER_STATEMENT = 500
+
+
+def in_batches(rows: Sequence[Row], size: int = ROWS_PER_STATEMENT) -> Iterator[Sequence[Row]]:
+    for start in range(0, len(rows), size):
+        yield rows[start : start + size]
+
+
 async def insert_messages(
     db: AsyncSession, session_id: str, messages: Sequence[WindowMessage]
 ) -> None:
@@ -137,24 +150,24 @@ async def insert_messages(
     for item in messages:
         fmt, posted = posted_json(item.message)
         rows.append(
-            MessageRow(
-                session_id=session_id,
-                seq=item.seq,
-                turn=item.turn,
-                role=item.message.role,
-                name=item.message.name,
-                format=fmt,
-                posted=posted,
-                tokens=item.tokens,
-                state=MessageState.WINDOW,
-                stub_chunk_id=item.stub_chunk_id,
-                digest=item.digest,
-                created_at=item.created_at,
+            {
+                "session_id": session_id,
+                "seq": item.seq,
+                "turn": item.turn,
+                "role": item.message.role,
+                "name": item.message.name,
+                "format": fmt,
+                "posted": posted,
+                "tokens": item.tokens,
+                "state": MessageState.WINDOW,
+                "stub_chunk_id": item.stub_chunk_id,
+                "digest": item.digest,
+                "created_at": item.created_at,
                 **_recalled_columns(item.recalled),
-            )
+            }
         )
-    db.add_all(rows)
-    await db.flush()
+    for batch in in_batches(rows):
+        await db.execute(insert(MESSAGES), batch)
 
 
 def _recalled_columns(recalled: RecalledText | None) -> JsonObject:
@@ -172,19 +185,22 @@ async def mark_offloaded(db: AsyncSession, session_id: str, chunk_of: Mapping[in
     by_chunk: dict[str, list[int]] = {}
     for seq, chunk_id in chunk_of.items():
         by_chunk.setdefault(chunk_id, []).append(seq)
-    for chunk_id, seqs in by_chunk.items():
-        await db.execute(
-            update(MessageRow)
-            .where(MessageRow.session_id == session_id, MessageRow.seq.in_(seqs))
-            .values(
-                state=MessageState.OFFLOADED,
-                chunk_id=chunk_id,
-                content=None,
-                tool_calls=None,
-                posted=None,
-                **_recalled_columns(None),
-            )
+    table = MESSAGES
+    statement = (
+        update(table)
+        .where(table.c.session_id == session_id, table.c.seq == func.any(bindparam("seqs")))
+        .values(
+            state=MessageState.OFFLOADED,
+            chunk_id=bindparam("chunk"),
+            content=None,
+            tool_calls=None,
+            posted=None,
+            **_recalled_columns(None),
         )
+    )
+    chunks = [{"chunk": chunk_id, "seqs": seqs} for chunk_id, seqs in by_chunk.items()]
+    for batch in in_batches(chunks):  # one statement per batch, executed for each chunk
+        await db.execute(statement, batch)
 
 
 async def clear_recalled(

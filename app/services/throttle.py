@@ -1,0 +1,175 @@
+"""What one tenant may ask of this process, so that no caller stalls the others
+(docs/RELIABILITY.md, "One caller against the rest").
+
+- Rates, per tenant and minute: turns, proxy calls, and the bytes of both (the `limits`
+  library's sliding-window counters, in memory: each replica counts its own calls). A call
+  over one is refused before anything is read or written: 429 with Retry-After.
+- Large calls (a body of at least `large_body_bytes`: a whole history posted at once): a
+  tenant has at most `large_calls_per_tenant` in progress, the next few wait in line holding
+  only their bytes, and one past the line is refused. While it is in progress, a large call's
+  CPU-heavy steps (parsing, reconciling, digesting, planning, chunking, extracting facts) run
+  on a small thread pool (`run`) instead of the event loop, which keeps answering everyone
+  else between the interpreter's switches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import ctypes
+import ctypes.util
+import functools
+import math
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager, suppress
+from enum import StrEnum
+from typing import ParamSpec, TypeVar
+
+from limits import RateLimitItem, RateLimitItemPerMinute
+from limits.storage import MemoryStorage
+from limits.strategies import SlidingWindowCounterRateLimiter
+
+from app import metrics
+from app.core.errors import LargeCallsWaiting, RateLimited
+from app.settings import ThrottleSettings
+
+# Set while a large call is in progress: its heavy steps go to the thread pool.
+_in_large_call: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "in_large_call", default=False
+)
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's `malloc_trim`, or None elsewhere (musl, macOS): it has no such call."""
+    try:
+        found: Callable[[int], int] = ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim
+    except (OSError, AttributeError, TypeError):
+        return None
+    return found
+
+
+MALLOC_TRIM = _malloc_trim()
+
+
+def give_back_memory() -> None:
+    """Returns the heap pages a large call freed to the system. Python has freed the call's
+    objects by then; glibc keeps the pages for later until asked (malloc_trim runs without
+    the interpreter's lock: a ctypes call)."""
+    if MALLOC_TRIM is not None:
+        MALLOC_TRIM(0)
+
+
+class CallKind(StrEnum):
+    TURN = "turn"
+    PROXY = "proxy"
+
+
+class Throttle:
+    def __init__(self, settings: ThrottleSettings) -> None:
+        self._settings = settings
+        self._limiter = SlidingWindowCounterRateLimiter(MemoryStorage())
+        self._rates: dict[str, RateLimitItem] = {
+            CallKind.TURN: RateLimitItemPerMinute(settings.turns_per_minute),
+            CallKind.PROXY: RateLimitItemPerMinute(settings.proxy_calls_per_minute),
+            "bytes": RateLimitItemPerMinute(settings.bytes_per_minute),
+        }
+        self._slots: dict[str, asyncio.Semaphore] = {}
+        self._holders: dict[str, int] = {}  # in progress or waiting, per tenant
+        self._in_progress = 0  # large calls of every tenant
+        self._pool = ThreadPoolExecutor(settings.worker_threads, thread_name_prefix="large-call")
+        # The event loop waits at most this long for the interpreter behind a worker thread.
+        sys.setswitchinterval(settings.switch_interval_s)
+
+    def admit(self, tenant: str, kind: CallKind, body_bytes: int) -> None:
+        """Counts the call against the tenant's rates, or refuses it (counting nothing)."""
+        checks = ((kind.value, self._rates[kind], 1), ("bytes", self._rates["bytes"], body_bytes))
+        for name, rate, cost in checks:
+            if not self._limiter.test(rate, tenant, name, cost=cost):
+                self._refuse(tenant, name, rate)
+        for name, rate, cost in checks:
+            self._limiter.hit(rate, tenant, name, cost=cost)
+
+    def _refuse(self, tenant: str, name: str, rate: RateLimitItem) -> None:
+        stats = self._limiter.get_window_stats(rate, tenant, name)
+        wait = max(1, math.ceil(stats.reset_time - time.time()))
+        metrics.THROTTLED.labels(limit=name).inc()
+        unit = "bytes" if name == "bytes" else f"{name} calls"
+        raise RateLimited(
+            f"this tenant may send at most {rate.amount} {unit} a minute to this server",
+            limit=rate.amount,
+            retry_after_s=wait,
+        )
+
+    def is_large(self, body_bytes: int) -> bool:
+        return body_bytes >= self._settings.large_body_bytes
+
+    @asynccontextmanager
+    async def sized(self, tenant: str, body_bytes: int) -> AsyncIterator[None]:
+        """A large call's slot for a body that large (`large_call`); nothing for another."""
+        if not self.is_large(body_bytes):
+            yield
+            return
+        async with self.large_call(tenant):
+            yield
+
+    @asynccontextmanager
+    async def large_call(self, tenant: str) -> AsyncIterator[None]:
+        """Holds one of the tenant's large-call slots (waiting in line for it); inside,
+        `run` sends work to the thread pool."""
+        most = self._settings.large_calls_per_tenant
+        held = self._holders.get(tenant, 0)
+        if held >= most + self._settings.large_calls_waiting_per_tenant:
+            metrics.THROTTLED.labels(limit="large_calls").inc()
+            raise LargeCallsWaiting(
+                "this tenant has as many large calls in progress and waiting as this server "
+                "takes; retry when one has finished",
+                limit=most,
+                retry_after_s=self._settings.large_call_retry_after_s,
+            )
+        slots = self._slots.setdefault(tenant, asyncio.Semaphore(most))
+        self._holders[tenant] = held + 1
+        try:
+            metrics.LARGE_CALLS.labels(state="waiting").inc()
+            try:
+                await slots.acquire()
+            finally:
+                metrics.LARGE_CALLS.labels(state="waiting").dec()
+            metrics.LARGE_CALLS.labels(state="in_progress").inc()
+            self._in_progress += 1
+            marked = _in_large_call.set(True)
+            try:
+                yield
+            finally:
+                _in_large_call.reset(marked)
+                metrics.LARGE_CALLS.labels(state="in_progress").dec()
+                self._in_progress -= 1
+                slots.release()
+                if not self._in_progress:  # the last one: its memory goes back, off the loop
+                    self._give_back()
+        finally:
+            self._holders[tenant] -= 1
+            if not self._holders[tenant]:  # nobody holds or waits: forget the tenant
+                del self._holders[tenant]
+                del self._slots[tenant]
+
+    def _give_back(self) -> None:
+        with suppress(RuntimeError):  # the pool is shut down: the server is stopping
+            asyncio.get_running_loop().run_in_executor(self._pool, give_back_memory)
+
+    async def run(self, work: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """`work(*args)`: on the thread pool inside a large call, else here and now (a small
+        call's steps cost less than the hand-over)."""
+        if not _in_large_call.get():
+            return work(*args, **kwargs)
+        call = functools.partial(contextvars.copy_context().run, work, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, call)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

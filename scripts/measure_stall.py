@@ -1,0 +1,310 @@
+"""One caller's huge proxy call against everyone else, for docs/RELIABILITY.md: while tenant
+`heavy` sends one whole-history proxy call of `--messages` messages, how long `/healthz` and
+tenant `quiet`'s ordinary turns take, beside the same figures with the server idle; and the
+server's resident memory before, at its peak and after the call.
+
+    python scripts/measure_stall.py --messages 20000 --out docs/reliability/stall.md
+
+One run, on loopback: the embedded Postgres, `ebbtide serve` with API keys on (two tenants),
+a scripted upstream that answers at once. `/healthz` is polled every `--poll-ms`; the quiet
+tenant posts one short turn after another (its session holds a few earlier turns). The idle
+phase lasts `--idle-s`; the loaded phase lasts as long as the heavy call. Memory is the
+server process's own (its embedding worker is a child of its own, busy after the call with
+the offloaded chunks; its figure is printed apart).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from app.bench.servers import descendants, rss_mib, serving
+from app.bench.upstream import ScriptedUpstream, serve_in_thread
+from app.core.stats import percentiles
+from app.store.embedded import fresh_database, start_embedded
+from app.store.migrate import upgrade_head
+
+VOCABULARY = (
+    "the pipeline reads each shard checks its schema against registry writes rejects to a "
+    "quarantine table reports counts per region before nightly cut invoice budget carrier "
+    "warehouse supplier rollout freeze meeting deadline contract renewal customer ticket "
+    "migration replica failover latency dashboard alert owner review release branch"
+).split()
+
+
+QUIET_SESSIONS = 8
+TURN_EVERY_S = 0.25
+
+
+def history(messages: int, seed: int = 7) -> list[dict[str, str]]:
+    """A long conversation of about 840 characters a message (20,000 of them: about 17 MB)."""
+    rng = random.Random(seed)
+    turns = []
+    for i in range(messages):
+        words = " ".join(rng.choice(VOCABULARY) for _ in range(118))
+        turns.append(
+            {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": f"Step {i}, ticket T-{rng.randint(1000, 9999)}: {words}.",
+            }
+        )
+    return turns
+
+
+def create_key(database_url: str, tenant: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", "keys", "create", "--tenant", tenant],
+        env={**os.environ, "DATABASE_URL": database_url},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip().splitlines()[-1]
+
+
+@dataclass
+class Samples:
+    healthz_ms: list[float] = field(default_factory=list)
+    quiet_turn_ms: list[float] = field(default_factory=list)
+    statuses: dict[int, int] = field(default_factory=dict)
+
+    def count(self, status: int) -> None:
+        self.statuses[status] = self.statuses.get(status, 0) + 1
+
+    def figures(self) -> dict[str, object]:
+        def of(values: list[float]) -> dict[str, float]:
+            return {**percentiles(values), "max": round(max(values, default=0.0), 1)}
+
+        return {
+            "healthz": of(self.healthz_ms),
+            "quiet_turn": of(self.quiet_turn_ms),
+            "statuses": self.statuses,
+        }
+
+
+async def timed(
+    samples: list[float], statuses: Samples, request: Awaitable[httpx.Response]
+) -> None:
+    started = time.perf_counter()
+    try:
+        answer = await request
+        statuses.count(answer.status_code)
+    except httpx.HTTPError:
+        statuses.count(0)
+    samples.append((time.perf_counter() - started) * 1000)
+
+
+async def open_loop(
+    every_s: float, stop: asyncio.Event, fire: Callable[[int], Awaitable[None]]
+) -> None:
+    """Fires a request every `every_s` whether or not the earlier ones have been answered (as
+    independent clients do), so a stalled server shows in every request that waits, not in
+    one; then waits for the last ones."""
+    tasks: set[asyncio.Task[None]] = set()
+    sent = 0
+    while not stop.is_set():
+        task = asyncio.create_task(fire(sent))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        sent += 1
+        await asyncio.sleep(every_s)
+    await asyncio.gather(*tasks)
+
+
+@dataclass
+class HeavyCall:
+    status: int | None = None
+    seconds: float | None = None
+    error: str | None = None
+
+
+def send_heavy(base: str, key: str, raw: bytes, outcome: HeavyCall, done: threading.Event) -> None:
+    headers = {
+        "X-Ebbtide-Key": key,
+        "Authorization": "Bearer sk-upstream",
+        "Content-Type": "application/json",
+        "X-Ebbtide-Session": "heavy",
+    }
+    started = time.perf_counter()
+    try:
+        with httpx.Client(base_url=base, timeout=3600) as client:
+            outcome.status = client.post(
+                "/v1/chat/completions", content=raw, headers=headers
+            ).status_code
+    except httpx.HTTPError as error:
+        outcome.error = type(error).__name__
+    outcome.seconds = time.perf_counter() - started
+    done.set()
+
+
+async def sample_phase(
+    base: str, quiet_key: str, poll_ms: float, until: asyncio.Future[None] | float
+) -> Samples:
+    """Probes `/healthz` every `poll_ms` and posts a quiet turn every `turn_ms` (to one of
+    `QUIET_SESSIONS` in turn, so that turns do not queue on one session's lock) until `until`
+    (a number of seconds, or a future)."""
+    samples, stop = Samples(), asyncio.Event()
+    rng = random.Random(11)
+    headers = {"Authorization": f"Bearer {quiet_key}"}
+    limits = httpx.Limits(max_connections=400)
+    async with (
+        httpx.AsyncClient(base_url=base, timeout=900, limits=limits) as probe,
+        httpx.AsyncClient(base_url=base, timeout=900, headers=headers, limits=limits) as quiet,
+    ):
+
+        async def healthz(_: int) -> None:
+            await timed(samples.healthz_ms, samples, probe.get("/healthz"))
+
+        async def turn(i: int) -> None:
+            words = " ".join(rng.choice(VOCABULARY) for _ in range(40))
+            body = {"messages": [{"role": "user", "content": f"What about {words}?"}]}
+            path = f"/sessions/quiet-{i % QUIET_SESSIONS}/turn"
+            await timed(samples.quiet_turn_ms, samples, quiet.post(path, json=body))
+
+        tasks = [
+            asyncio.create_task(open_loop(poll_ms / 1000, stop, healthz)),
+            asyncio.create_task(open_loop(TURN_EVERY_S, stop, turn)),
+        ]
+        if isinstance(until, float):
+            await asyncio.sleep(until)
+        else:
+            await until
+        stop.set()
+        await asyncio.gather(*tasks)
+    return samples
+
+
+def own_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
+async def run(
+    base: str, pid: int, keys: dict[str, str], args: argparse.Namespace
+) -> dict[str, object]:
+    headers = {"Authorization": f"Bearer {keys['quiet']}"}
+    async with httpx.AsyncClient(base_url=base, timeout=600, headers=headers) as quiet:
+        for session in range(QUIET_SESSIONS):  # each quiet session has a little history
+            for i in range(3):
+                text = f"note {i}: " + " ".join(VOCABULARY[:30])
+                body = {"model": "gpt-4o", "messages": [{"role": "user", "content": text}]}
+                path = f"/sessions/quiet-{session}/turn"
+                (await quiet.post(path, json=body)).raise_for_status()
+    raw = json.dumps({"model": "gpt-4o", "messages": history(args.messages)}).encode()
+    idle = await sample_phase(base, keys["quiet"], args.poll_ms, float(args.idle_s))
+    memory_before = own_rss_mib(pid)
+    outcome, done = HeavyCall(), threading.Event()
+    loop = asyncio.get_running_loop()
+    finished: asyncio.Future[None] = loop.create_future()
+    peak = [memory_before]
+
+    def watch() -> None:
+        while not done.wait(0.5):
+            peak[0] = max(peak[0], own_rss_mib(pid))
+        loop.call_soon_threadsafe(finished.set_result, None)
+
+    threading.Thread(target=send_heavy, args=(base, keys["heavy"], raw, outcome, done)).start()
+    threading.Thread(target=watch).start()
+    loaded = await sample_phase(base, keys["quiet"], args.poll_ms, finished)
+    await asyncio.sleep(args.settle_s)
+    memory_after = own_rss_mib(pid)
+    children = sum(rss_mib(child) for child in descendants(pid))
+    return {
+        "messages": args.messages,
+        "body_mb": round(len(raw) / 1e6, 1),
+        "heavy": outcome.__dict__,
+        "idle": idle.figures(),
+        "loaded": loaded.figures(),
+        "memory_mib": {
+            "before": memory_before,
+            "peak": peak[0],
+            "after": memory_after,
+            "children_after": children,
+        },
+    }
+
+
+def report(figures: dict[str, object]) -> str:
+    idle, loaded = figures["idle"], figures["loaded"]
+    heavy, memory = figures["heavy"], figures["memory_mib"]
+    assert isinstance(idle, dict) and isinstance(loaded, dict)
+    assert isinstance(heavy, dict) and isinstance(memory, dict)
+
+    def row(name: str, key: str) -> str:
+        a, b = idle[key], loaded[key]
+        return (
+            f"| {name} | {a['n']} | {a['p50']:.1f} / {a['p95']:.1f} / {a['p99']:.1f} / "
+            f"{a['max']:.0f} | {b['n']} | {b['p50']:.1f} / {b['p95']:.1f} / {b['p99']:.1f} / "
+            f"{b['max']:.0f} | "
+            f"{b['p95'] / a['p95']:.2f}× |"
+        )
+
+    change = (memory["after"] - memory["before"]) / memory["before"] * 100
+    return "\n".join(
+        [
+            f"One proxy call of {figures['messages']:,} messages ({figures['body_mb']} MB) from "
+            f"tenant `heavy`: status {heavy['status'] or heavy['error']}, "
+            f"{heavy['seconds']:.1f} s. Milliseconds, p50 / p95 / p99 / max; requests sent "
+            "at a fixed rate whether or not the earlier ones were answered.",
+            "",
+            "| requests | n idle | idle | n loaded | during the call | p95 ratio |",
+            "| --- | --- | --- | --- | --- | --- |",
+            row("`GET /healthz`", "healthz"),
+            row("tenant `quiet`'s turn", "quiet_turn"),
+            "",
+            f"Statuses idle {idle['statuses']}, loaded {loaded['statuses']}.",
+            "",
+            f"Server memory (MiB, its own process): {memory['before']} before, {memory['peak']} "
+            f"at the peak, {memory['after']} after ({change:+.1f} %); its children "
+            f"(the embedding worker) {memory['children_after']} after.",
+            "",
+        ]
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--idle-s", type=float, default=30.0)
+    parser.add_argument(
+        "--settle-s", type=float, default=10.0, help="wait after the call before reading memory"
+    )
+    parser.add_argument("--poll-ms", type=float, default=50.0)
+    parser.add_argument("--embedder", default="local", choices=["local", "hash"])
+    parser.add_argument("--out", type=Path, default=Path("docs/reliability/stall.md"))
+    args = parser.parse_args()
+    upstream = ScriptedUpstream()
+    with tempfile.TemporaryDirectory() as scratch, serve_in_thread(upstream) as upstream_base:
+        admin = start_embedded(Path(scratch) / "data", database="postgres")
+        url = fresh_database(admin, "measure_stall")
+        upgrade_head(url)
+        keys = {tenant: create_key(url, tenant) for tenant in ("heavy", "quiet")}
+        env = {"EBBTIDE_PROXY__OPENAI_BASE_URL": f"{upstream_base}/v1"}
+        with serving(url, args.embedder, Path(scratch) / "serve.log", env) as server:
+            figures = asyncio.run(run(server.base, server.pid, keys, args))
+    text = report(figures)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    args.out.with_suffix(".json").write_text(json.dumps(figures, indent=2) + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
