@@ -22,11 +22,9 @@ from typing import Any
 
 import httpx
 
-from app.bench.servers import serving
+from app.bench.servers import scratch_database, serving
 from app.bench.upstream import ScriptedUpstream, serve_in_thread
 from app.core.stats import percentiles
-from app.store.embedded import fresh_database, start_embedded
-from app.store.migrate import upgrade_head
 
 WORDS = (
     "the pipeline reads each shard, checks its schema against the registry, writes the "
@@ -174,9 +172,7 @@ def main() -> None:
     args = parser.parse_args()
     upstream = ScriptedUpstream()
     with tempfile.TemporaryDirectory() as scratch, serve_in_thread(upstream) as upstream_base:
-        admin = start_embedded(Path(scratch) / "data", database="postgres")
-        url = fresh_database(admin, "measure_proxy")
-        upgrade_head(url)
+        url = scratch_database(Path(scratch) / "data", "measure_proxy")
         proxy_env = {"EBBTIDE_PROXY__OPENAI_BASE_URL": f"{upstream_base}/v1"}
         with serving(url, args.embedder, Path(scratch) / "serve.log", proxy_env) as server:
             figures = measure(server.base, upstream_base, args.calls, args.window)

@@ -18,10 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -31,11 +28,9 @@ from pathlib import Path
 
 import httpx
 
-from app.bench.servers import descendants, rss_mib, serving
+from app.bench.servers import create_key, descendants, rss_mib, scratch_database, serving
 from app.bench.upstream import ScriptedUpstream, serve_in_thread
 from app.core.stats import percentiles
-from app.store.embedded import fresh_database, start_embedded
-from app.store.migrate import upgrade_head
 
 VOCABULARY = (
     "the pipeline reads each shard checks its schema against registry writes rejects to a "
@@ -62,17 +57,6 @@ def history(messages: int, seed: int = 7) -> list[dict[str, str]]:
             }
         )
     return turns
-
-
-def create_key(database_url: str, tenant: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "app.cli", "keys", "create", "--tenant", tenant],
-        env={**os.environ, "DATABASE_URL": database_url},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip().splitlines()[-1]
 
 
 @dataclass
@@ -187,13 +171,6 @@ async def sample_phase(
     return samples
 
 
-def own_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
-
-
 async def run(
     base: str, pid: int, keys: dict[str, str], args: argparse.Namespace
 ) -> dict[str, object]:
@@ -207,7 +184,7 @@ async def run(
                 (await quiet.post(path, json=body)).raise_for_status()
     raw = json.dumps({"model": "gpt-4o", "messages": history(args.messages)}).encode()
     idle = await sample_phase(base, keys["quiet"], args.poll_ms, float(args.idle_s))
-    memory_before = own_rss_mib(pid)
+    memory_before = rss_mib(pid, children=False)
     outcome, done = HeavyCall(), threading.Event()
     loop = asyncio.get_running_loop()
     finished: asyncio.Future[None] = loop.create_future()
@@ -215,14 +192,14 @@ async def run(
 
     def watch() -> None:
         while not done.wait(0.5):
-            peak[0] = max(peak[0], own_rss_mib(pid))
+            peak[0] = max(peak[0], rss_mib(pid, children=False))
         loop.call_soon_threadsafe(finished.set_result, None)
 
     threading.Thread(target=send_heavy, args=(base, keys["heavy"], raw, outcome, done)).start()
     threading.Thread(target=watch).start()
     loaded = await sample_phase(base, keys["quiet"], args.poll_ms, finished)
     await asyncio.sleep(args.settle_s)
-    memory_after = own_rss_mib(pid)
+    memory_after = rss_mib(pid, children=False)
     children = sum(rss_mib(child) for child in descendants(pid))
     return {
         "messages": args.messages,
@@ -292,9 +269,7 @@ def main() -> None:
     args = parser.parse_args()
     upstream = ScriptedUpstream()
     with tempfile.TemporaryDirectory() as scratch, serve_in_thread(upstream) as upstream_base:
-        admin = start_embedded(Path(scratch) / "data", database="postgres")
-        url = fresh_database(admin, "measure_stall")
-        upgrade_head(url)
+        url = scratch_database(Path(scratch) / "data", "measure_stall")
         keys = {tenant: create_key(url, tenant) for tenant in ("heavy", "quiet")}
         env = {"EBBTIDE_PROXY__OPENAI_BASE_URL": f"{upstream_base}/v1"}
         with serving(url, args.embedder, Path(scratch) / "serve.log", env) as server:

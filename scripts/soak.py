@@ -39,18 +39,15 @@ from typing import Any
 import httpx
 import psycopg
 
-from app.bench.servers import descendants, rss_mib
+from app.bench.servers import create_key, descendants, rss_mib, scratch_database
 from app.bench.upstream import ScriptedUpstream, serve_in_thread
 from app.core.stats import percentiles
 from app.core.types import session_key
 from app.loopback import free_loopback_port, wait_until_ready
 from app.store.embedded import (
-    fresh_database,
     restart_embedded,
-    start_embedded,
     stop_embedded,
 )
-from app.store.migrate import upgrade_head
 
 WORDS = (
     "order invoice warehouse shipment pallet carrier customs quota budget forecast supplier "
@@ -401,27 +398,6 @@ def markdown(figures: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def create_key(url: str) -> str:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "app.cli",
-            "keys",
-            "create",
-            "--tenant",
-            "soak",
-            "--scopes",
-            "memory:read,memory:write,memory:offload",
-        ],
-        env={**os.environ, "DATABASE_URL": url},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip().splitlines()[-1]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -433,10 +409,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch, serve_in_thread(ScriptedUpstream()) as upstream:
         data_dir = Path(scratch) / "data"
-        admin = start_embedded(data_dir, database="postgres")
-        url = fresh_database(admin, "soak")
-        upgrade_head(url)
-        key = create_key(url)
+        url = scratch_database(data_dir, "soak")
+        key = create_key(url, TENANT, "memory:read,memory:write,memory:offload")
         env = {
             **os.environ,
             "DATABASE_URL": url,

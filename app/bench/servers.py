@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.loopback import free_loopback_port, wait_until_ready
+from app.store.embedded import fresh_database, start_embedded
+from app.store.migrate import upgrade_head
 
 
 @dataclass(frozen=True)
@@ -51,10 +53,10 @@ def serving(
         process.wait(timeout=60)
 
 
-def rss_mib(pid: int) -> float:
+def rss_mib(pid: int, *, children: bool = True) -> float:
     """Resident memory of the server process (and its children, e.g. the embedder's)."""
     total = 0
-    for candidate in [pid, *descendants(pid)]:
+    for candidate in [pid, *(descendants(pid) if children else [])]:
         try:
             for line in Path(f"/proc/{candidate}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
@@ -72,3 +74,22 @@ def descendants(pid: int) -> list[int]:
         return []
     kids = [int(child) for child in found]
     return kids + [grandchild for kid in kids for grandchild in descendants(kid)]
+
+
+def scratch_database(data_dir: Path, name: str) -> str:
+    """A fresh, migrated database `name` on an embedded Postgres kept in `data_dir`."""
+    url = fresh_database(start_embedded(data_dir, database="postgres"), name)
+    upgrade_head(url)
+    return url
+
+
+def create_key(database_url: str, tenant: str, scopes: str = "memory:read,memory:write") -> str:
+    """A new API key of `tenant`, made by `ebbtide keys create` (comma-separated scopes)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", "keys", "create", "--tenant", tenant, "--scopes", scopes],
+        env={**os.environ, "DATABASE_URL": database_url},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip().splitlines()[-1]
