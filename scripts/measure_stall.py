@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import random
 import tempfile
@@ -183,6 +184,11 @@ async def run(
                 path = f"/sessions/quiet-{session}/turn"
                 (await quiet.post(path, json=body)).raise_for_status()
     raw = json.dumps({"model": "gpt-4o", "messages": history(args.messages)}).encode()
+    # This process is the instrument: its own collector's pauses (the history it built is
+    # a few hundred thousand objects) would show as the server's latency.
+    gc.collect()
+    gc.freeze()
+    gc.disable()
     idle = await sample_phase(base, keys["quiet"], args.poll_ms, float(args.idle_s))
     memory_before = rss_mib(pid, children=False)
     outcome, done = HeavyCall(), threading.Event()

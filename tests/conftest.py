@@ -36,23 +36,25 @@ from tests.builders import HASH_RECALL
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
-def _drop_outdated(data_dir: Path) -> None:
-    """The tests' data folder is disposable: one written by an older engine is started anew
-    (under a lock: xdist's workers all come here at once)."""
+def _start_server(data_dir: Path) -> str:
+    """The run's embedded server, started by the first worker and joined by the others; its
+    admin URL. Under a lock: xdist's workers all come here at once, and on a new machine each
+    would otherwise create the server's system user (the second `useradd` fails). The tests'
+    data folder is disposable: one written by an older engine is started anew."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    with fasteners.InterProcessLock(data_dir / ".outdated-check.lock"):
+    with fasteners.InterProcessLock(data_dir / ".start.lock"):
         pgdata = pgdata_of(data_dir)
         written = data_major(pgdata)
         if written is not None and written != bundled_major():
             shutil.rmtree(pgdata)
+        return start_embedded(data_dir, database="postgres")
 
 
 @pytest.fixture(scope="session")
 def database_url() -> Iterator[str]:
     """A freshly migrated database for this worker."""
     data_dir = Path(os.environ.get("EBBTIDE_TEST_DATA_DIR", PROJECT_ROOT / ".ebbtide-test"))
-    _drop_outdated(data_dir)
-    admin_url = start_embedded(data_dir, database="postgres")
+    admin_url = _start_server(data_dir)
     name = f"ebbtide_test_{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
     url = fresh_database(admin_url, name)
     upgrade_head(url)

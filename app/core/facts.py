@@ -32,10 +32,12 @@ Policy (a summary must never weaken a constraint, docs/DESIGN.md §1):
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from enum import StrEnum
+from functools import lru_cache
 
 from app.core.lexical import distinct_terms, term_set
 from app.core.stated import DayContext, Stated, StatedKind, has_cjk, stated_in, states_nothing
@@ -247,16 +249,20 @@ def sentences(text: str) -> list[str]:
     return result
 
 
-def content_tokens(text: str) -> set[str]:
-    """Words and single CJK characters, without cue and stop words: what two facts share."""
+_CUE_CHARS = frozenset("".join(CUES_ZH)) | frozenset("查看用要把的了是在和")
+
+
+@lru_cache(maxsize=8192)
+def content_tokens(text: str) -> frozenset[str]:
+    """Words and single CJK characters, without cue and stop words: what two facts share.
+    Cached: a fact's text is compared with every sentence that might restate or change it."""
     tokens: set[str] = set()
     for term in distinct_terms(text):
         if re.fullmatch(r"[\u3400-\u9fff]+", term):
             tokens.update(term)
         elif term not in STOP_TOKENS:
             tokens.add(term)
-    cue_chars = set("".join(CUES_ZH)) | set("查看用要把的了是在和")
-    return {t for t in tokens if t not in cue_chars}
+    return frozenset(tokens - _CUE_CHARS)
 
 
 def options_in(text: str) -> list[tuple[int, str]]:
@@ -446,40 +452,53 @@ USER_ONLY = (FactKind.CONSTRAINT, FactKind.PREFERENCE, FactKind.NUMBER, FactKind
 
 
 class _Extraction:
-    """Walks new messages in order, keeping the active facts current as it goes."""
+    """Walks new messages in order, keeping the active facts current as it goes. Only active
+    facts are ever consulted, so they are kept apart (in the order they became active) with an
+    index of their texts: a whole history in one call makes thousands of facts, and scanning
+    every fact ever made for each sentence made the walk quadratic."""
 
     def __init__(self, active: Sequence[Fact], near_duplicate: float) -> None:
         self.near_duplicate = near_duplicate
-        self.live: list[Fact] = list(active)
         self.changes = FactChanges()
         self.days = DayContext(last_day=_last_day(active))
+        self._active: dict[int, Fact] = {}  # by id(): a fact is the object, not its value
+        self._active_texts: Counter[str] = Counter()
+        self._new_position: dict[int, int] = {}  # id() of a fact in changes.new -> its index
+        for fact in active:
+            if fact.status is FactStatus.ACTIVE:
+                self._hold(fact)
+
+    def _hold(self, fact: Fact) -> None:
+        self._active[id(fact)] = fact
+        self._active_texts[fact.text] += 1
+
+    def carry(self, fact: Fact) -> None:
+        """A fact another session confirmed: new in this batch and active from the start."""
+        self._new_position[id(fact)] = len(self.changes.new)
+        self.changes.new.append(fact)
+        self._hold(fact)
 
     def add(self, fact: Fact) -> int:
-        if any(f.text == fact.text and f.status is FactStatus.ACTIVE for f in self.live):
+        if self._active_texts[fact.text]:
             return -1
         if fact.kind in MERGED_KINDS and any(
-            f.kind is fact.kind and overlap(f.text, fact.text) >= self.near_duplicate
-            for f in self.active(fact.kind)
+            overlap(f.text, fact.text) >= self.near_duplicate for f in self.active(fact.kind)
         ):
             return -1  # the same constraint said again: the first, with its source, stands
         if fact.value is not None and any(
-            f.kind is fact.kind
-            and f.value == fact.value
-            and f.status is FactStatus.ACTIVE
-            and _subjects_meet(f, fact)
-            for f in self.live
+            f.value == fact.value and _subjects_meet(f, fact) for f in self.active(fact.kind)
         ):
             return -1  # stated again of the same subject: the first statement stands
-        self.changes.new.append(fact)
-        self.live.append(fact)
+        self.carry(fact)
         return len(self.changes.new) - 1
 
     def retire(self, old: Fact, status: FactStatus, by: int | None = None) -> None:
-        self.live = [f if f is not old else replace(f, status=status) for f in self.live]
+        if self._active.pop(id(old), None) is not None:
+            self._active_texts[old.text] -= 1
         if old.id is None:  # written by this same batch: store it already retired
-            self.changes.new = [
-                replace(f, status=status) if f is old else f for f in self.changes.new
-            ]
+            position = self._new_position.pop(id(old), None)
+            if position is not None:
+                self.changes.new[position] = replace(old, status=status)
             return
         if status is FactStatus.RESOLVED:
             self.changes.resolved.append(old.id)
@@ -489,7 +508,7 @@ class _Extraction:
             self.changes.superseded.append((old.id, by if by is not None and by >= 0 else None))
 
     def active(self, *kinds: FactKind) -> list[Fact]:
-        return [f for f in self.live if f.status is FactStatus.ACTIVE and f.kind in kinds]
+        return [f for f in self._active.values() if f.kind in kinds]
 
     def bound(self, max_active: int) -> None:
         """Expires the oldest active facts of each kind past `max_active`."""
@@ -622,8 +641,7 @@ def extract(
     after the rules' own."""
     run = _Extraction(active, near_duplicate)
     for fact in carried:  # facts another session confirmed: active before this turn's words
-        run.changes.new.append(fact)
-        run.live.append(fact)
+        run.carry(fact)
     for message in messages:
         found = options_in(message.text)
         text = message.text

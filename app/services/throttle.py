@@ -19,6 +19,7 @@ import contextvars
 import ctypes
 import ctypes.util
 import functools
+import gc
 import math
 import sys
 import time
@@ -83,6 +84,7 @@ class Throttle:
         self._slots: dict[str, asyncio.Semaphore] = {}
         self._holders: dict[str, int] = {}  # in progress or waiting, per tenant
         self._in_progress = 0  # large calls of every tenant
+        self._collector_was_on = True
         self._pool = ThreadPoolExecutor(settings.worker_threads, thread_name_prefix="large-call")
         # The event loop waits at most this long for the interpreter behind a worker thread.
         sys.setswitchinterval(settings.switch_interval_s)
@@ -142,6 +144,8 @@ class Throttle:
             finally:
                 metrics.LARGE_CALLS.labels(state="waiting").dec()
             metrics.LARGE_CALLS.labels(state="in_progress").inc()
+            if not self._in_progress:
+                self._pause_collector()
             self._in_progress += 1
             marked = _in_large_call.set(True)
             try:
@@ -152,12 +156,26 @@ class Throttle:
                 self._in_progress -= 1
                 slots.release()
                 if not self._in_progress:  # the last one: its memory goes back, off the loop
+                    self._resume_collector()
                     self._give_back()
         finally:
             self._holders[tenant] -= 1
             if not self._holders[tenant]:  # nobody holds or waits: forget the tenant
                 del self._holders[tenant]
                 del self._slots[tenant]
+
+    def _pause_collector(self) -> None:
+        """No cyclic garbage collection while a large call is in progress: a full collection
+        walks every object alive, and a whole history held as messages is hundreds of thousands
+        of them, so each one paused every thread for a tenth of a second or more (the call's
+        own objects are freed by their reference counts when it ends; cycles made meanwhile
+        wait for the collector's next run)."""
+        self._collector_was_on = gc.isenabled()
+        gc.disable()
+
+    def _resume_collector(self) -> None:
+        if self._collector_was_on:
+            gc.enable()
 
     def _give_back(self) -> None:
         with suppress(RuntimeError):  # the pool is shut down: the server is stopping

@@ -16,7 +16,7 @@ from app.core.types import EmbeddedChunk, UnitDraft
 from app.core.vectors import mean_vector
 from app.store.models import BlobRow, ChunkRow, ChunkUnitRow, SessionRow
 from app.store.sealing import blind_terms
-from app.store.sessions import in_batches
+from app.store.sessions import execute_in_batches
 
 # The tables themselves, for inserts of many rows at once (no unit of work per row).
 CHUNKS = cast(Table, ChunkRow.__table__)
@@ -34,22 +34,29 @@ async def insert_chunks(
     `archived_turn`: the first turn that has them in its archive."""
     terms = sum(len(set(chunk.draft.lexical_terms)) for chunk in chunks)
     await add_to_lexical_totals(db, session_id, len(chunks), terms)
-    rows = [_chunk_row(session_id, chunk, embedding_model, archived_turn) for chunk in chunks]
     statement = insert(CHUNKS).values(
         lexical=func.array_to_tsvector(bindparam("lexical_terms", type_=ARRAY(Text)))
     )
-    for batch in in_batches(rows):
-        await db.execute(statement, batch)
+    await execute_in_batches(
+        db,
+        statement,
+        chunks,
+        lambda chunk: _chunk_row(session_id, chunk, embedding_model, archived_turn),
+    )
     await insert_blobs(db, session_id, [blob for chunk in chunks for blob in chunk.draft.blobs])
     units = [
-        _unit_row(session_id, chunk.draft.id, unit, unit_vector, embedding_model)
+        (chunk.draft.id, unit, unit_vector)
         for chunk in chunks
         for unit, unit_vector in zip(
             chunk.draft.units, chunk.unit_vectors or [None] * len(chunk.draft.units), strict=True
         )
     ]
-    for batch in in_batches(units):
-        await db.execute(insert(UNITS), batch)
+    await execute_in_batches(
+        db,
+        insert(UNITS),
+        units,
+        lambda unit: _unit_row(session_id, unit[0], unit[1], unit[2], embedding_model),
+    )
 
 
 def _chunk_row(

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
-from sqlalchemy import select, union_all, update
+from sqlalchemy import Table, select, union_all, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.facts import CarriedFrom, Fact, FactKind, FactStatus
 from app.store.models import FactRow, NoteRow
+from app.store.sessions import execute_in_batches
 
 
 def _fact(row: FactRow) -> Fact:
@@ -56,30 +57,34 @@ async def current_facts(db: AsyncSession, session_id: str, recent_resolved: int)
     return [_fact(r) for r in kept] + [_fact(r) for r in done]
 
 
+FACTS = cast(Table, FactRow.__table__)
+
+
 async def insert_facts(
     db: AsyncSession, session_id: str, facts: Sequence[Fact], turn: int
 ) -> list[int]:
-    rows = [
-        FactRow(
-            session_id=session_id,
-            kind=f.kind,
-            text=f.text,
-            source_turn=f.source_turn,
-            source_seq=f.source_seq,
-            role=f.role,
-            ordinal=f.ordinal,
-            status=f.status,
-            confirmed_at_turn=turn,
-            subject=f.subject,
-            value=f.value,
-            carried_from=f.carried.session_id if f.carried else None,
-            carried_fact_id=f.carried.fact_id if f.carried else None,
-        )
-        for f in facts
-    ]
-    db.add_all(rows)
-    await db.flush()
-    return [row.id for row in rows]
+    """Writes the facts (a whole history's can be thousands: a batch at a time); their ids,
+    in order."""
+
+    def row_of(fact: Fact) -> Mapping[str, object]:
+        return {
+            "session_id": session_id,
+            "kind": fact.kind,
+            "text": fact.text,
+            "source_turn": fact.source_turn,
+            "source_seq": fact.source_seq,
+            "role": fact.role,
+            "ordinal": fact.ordinal,
+            "status": fact.status,
+            "confirmed_at_turn": turn,
+            "subject": fact.subject,
+            "value": fact.value,
+            "carried_from": fact.carried.session_id if fact.carried else None,
+            "carried_fact_id": fact.carried.fact_id if fact.carried else None,
+        }
+
+    statement = insert(FACTS).returning(FACTS.c.id, sort_by_parameter_order=True)
+    return [row.id for row in await execute_in_batches(db, statement, facts, row_of)]
 
 
 async def active_facts_by_id(

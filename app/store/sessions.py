@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import Table, bindparam, exists, func, select, update
+from sqlalchemy import CursorResult, Executable, Row, Table, bindparam, exists, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -132,42 +132,57 @@ async def window_messages(db: AsyncSession, session_id: str) -> list[WindowMessa
 
 
 MESSAGES = cast(Table, MessageRow.__table__)  # for statements over many rows at once
-Row = TypeVar("Row")
-# A large turn's rows go in statements of at most this many, so the event loop serves other
-# requests between them (a whole history can bring tens of thousands).
-ROWS_PER_STATEMENT = 500
+Item = TypeVar("Item")
+# A large turn's rows go in statements of at most this many, each batch's rows built just
+# before it is sent, so that the event loop serves other requests between them: a whole
+# history brings tens of thousands, and building and binding 500 at once held the loop
+# for a tenth of a second.
+ROWS_PER_STATEMENT = 100
 
 
-def in_batches(rows: Sequence[Row], size: int = ROWS_PER_STATEMENT) -> Iterator[Sequence[Row]]:
-    for start in range(0, len(rows), size):
-        yield rows[start : start + size]
+def in_batches(items: Sequence[Item], size: int = ROWS_PER_STATEMENT) -> Iterator[Sequence[Item]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+async def execute_in_batches(
+    db: AsyncSession,
+    statement: Executable,
+    items: Sequence[Item],
+    row_of: Callable[[Item], Mapping[str, object]],
+) -> list[Row[Any]]:
+    """`statement` executed for the rows of `items`, a batch at a time (`ROWS_PER_STATEMENT`);
+    the rows it returns (a RETURNING clause), in the order of `items`."""
+    returned: list[Row[Any]] = []
+    for batch in in_batches(items):
+        result = await db.execute(statement, [row_of(item) for item in batch])
+        if isinstance(result, CursorResult) and result.returns_rows:
+            returned.extend(result.all())
+    return returned
 
 
 async def insert_messages(
     db: AsyncSession, session_id: str, messages: Sequence[WindowMessage]
 ) -> None:
-    rows = []
-    for item in messages:
+    def row_of(item: WindowMessage) -> Mapping[str, object]:
         fmt, posted = posted_json(item.message)
-        rows.append(
-            {
-                "session_id": session_id,
-                "seq": item.seq,
-                "turn": item.turn,
-                "role": item.message.role,
-                "name": item.message.name,
-                "format": fmt,
-                "posted": posted,
-                "tokens": item.tokens,
-                "state": MessageState.WINDOW,
-                "stub_chunk_id": item.stub_chunk_id,
-                "digest": item.digest,
-                "created_at": item.created_at,
-                **_recalled_columns(item.recalled),
-            }
-        )
-    for batch in in_batches(rows):
-        await db.execute(insert(MESSAGES), batch)
+        return {
+            "session_id": session_id,
+            "seq": item.seq,
+            "turn": item.turn,
+            "role": item.message.role,
+            "name": item.message.name,
+            "format": fmt,
+            "posted": posted,
+            "tokens": item.tokens,
+            "state": MessageState.WINDOW,
+            "stub_chunk_id": item.stub_chunk_id,
+            "digest": item.digest,
+            "created_at": item.created_at,
+            **_recalled_columns(item.recalled),
+        }
+
+    await execute_in_batches(db, insert(MESSAGES), messages, row_of)
 
 
 def _recalled_columns(recalled: RecalledText | None) -> JsonObject:
@@ -198,9 +213,9 @@ async def mark_offloaded(db: AsyncSession, session_id: str, chunk_of: Mapping[in
             **_recalled_columns(None),
         )
     )
-    chunks = [{"chunk": chunk_id, "seqs": seqs} for chunk_id, seqs in by_chunk.items()]
-    for batch in in_batches(chunks):  # one statement per batch, executed for each chunk
-        await db.execute(statement, batch)
+    await execute_in_batches(  # executed once for each chunk
+        db, statement, list(by_chunk.items()), lambda item: {"chunk": item[0], "seqs": item[1]}
+    )
 
 
 async def clear_recalled(
