@@ -528,6 +528,21 @@ class ThrottleSettings(BaseModel):
         10, ge=1, description="The Retry-After of a large call refused for the line being full."
     )
     worker_threads: int = Field(2, ge=1, description="Threads running large calls' work.")
+    worker_nice: int = Field(
+        10,
+        ge=0,
+        le=19,
+        description="How much lower the worker threads' CPU priority is than the event "
+        "loop's (Linux: per thread): with every core busy, the loop gets a core first and "
+        "with it the interpreter sooner.",
+    )
+    give_back_after_s: float = Field(
+        2.0,
+        ge=0,
+        description="This long after the last large call has ended (its request is answered "
+        "and its objects freed by then), the caches it filled are emptied and the heap's free "
+        "pages go back to the system.",
+    )
     switch_interval_s: float = Field(
         0.0005,
         gt=0,

@@ -206,7 +206,7 @@ async def run(
     loaded = await sample_phase(base, keys["quiet"], args.poll_ms, finished)
     await asyncio.sleep(args.settle_s)
     memory_after = rss_mib(pid, children=False)
-    children = sum(rss_mib(child) for child in descendants(pid))
+    children = round(sum(rss_mib(child) for child in descendants(pid)), 1)
     return {
         "messages": args.messages,
         "body_mb": round(len(raw) / 1e6, 1),

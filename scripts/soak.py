@@ -76,9 +76,10 @@ class Outage:
 
 @dataclass
 class Record:
-    """Every request's outcome: (monotonic time, kind, status (0: no answer), ms)."""
+    """Every request's outcome: (monotonic time, kind, status (0: no answer), ms, cause). The
+    cause of a failure is Ebbtide's error code or the client's exception name, never text."""
 
-    calls: list[tuple[float, str, int, float]] = field(default_factory=list)
+    calls: list[tuple[float, str, int, float, str]] = field(default_factory=list)
     outages: list[Outage] = field(default_factory=list)
     memory: list[tuple[float, int, float]] = field(default_factory=list)  # time, server no., MiB
     posted: dict[str, list[str]] = field(default_factory=dict)  # session key → texts
@@ -133,6 +134,18 @@ class Server:
             self.process.wait(timeout=60)
 
 
+def error_code(answer: httpx.Response) -> str:
+    """A failed answer's error code and message (Ebbtide's error body: they name the problem,
+    never the conversation's text), or "" for a success."""
+    if answer.status_code < 500:
+        return ""
+    try:
+        error = answer.json()["error"]
+        return f"{error['code']}: {error['message']}"
+    except (ValueError, KeyError, TypeError):
+        return "no error body"
+
+
 async def send(
     client: httpx.AsyncClient,
     record: Record,
@@ -147,10 +160,10 @@ async def send(
         started = time.monotonic()
         try:
             answer = await client.request(method, path, **kwargs)
-            status = answer.status_code
-        except httpx.HTTPError:
-            answer, status = None, 0
-        record.calls.append((started, kind, status, (time.monotonic() - started) * 1000))
+            status, cause = answer.status_code, error_code(answer)
+        except httpx.HTTPError as error:
+            answer, status, cause = None, 0, type(error).__name__
+        record.calls.append((started, kind, status, (time.monotonic() - started) * 1000, cause))
         if answer is not None and status < 500:
             return answer
         await asyncio.sleep(RETRY_S)
@@ -332,12 +345,12 @@ def lost_messages(url: str, record: Record) -> dict[str, int]:
 def report(record: Record, stored: dict[str, int], args: argparse.Namespace) -> dict[str, Any]:
     by_kind: dict[str, list[float]] = {}
     statuses: Counter[str] = Counter()
-    failures_outside = 0
-    for moment, kind, status, ms in record.calls:
+    failures_outside: Counter[str] = Counter()
+    for moment, kind, status, ms, cause in record.calls:
         by_kind.setdefault(kind, []).append(ms)
         statuses[f"{kind} {status}"] += 1
         if (status == 0 or status >= 500) and not record.inside_outage(moment, ms):
-            failures_outside += 1
+            failures_outside[f"{kind} {status} {cause}"] += 1
     memory: dict[str, dict[str, float]] = {}
     for number in sorted({n for _, n, _ in record.memory}):
         series = [(t, mib) for t, n, mib in record.memory if n == number]
@@ -354,7 +367,8 @@ def report(record: Record, stored: dict[str, int], args: argparse.Namespace) -> 
         "sessions": args.sessions,
         "requests": {kind: percentiles(values) for kind, values in by_kind.items()},
         "statuses": dict(sorted(statuses.items())),
-        "failures_outside_outages": failures_outside,
+        "failures_outside_outages": sum(failures_outside.values()),
+        "failures_outside_outages_by_cause": dict(sorted(failures_outside.items())),
         "outages": [
             {"what": o.kind, "seconds": round((o.ended or o.started) - o.started, 1)}
             for o in record.outages
@@ -392,6 +406,8 @@ def markdown(figures: dict[str, Any]) -> str:
     lines += [
         "",
         f"Statuses (kind, status; 0 = no answer): {figures['statuses']}.",
+        "Failures outside the outages (kind, status, cause): "
+        f"{figures['failures_outside_outages_by_cause'] or 'none'}.",
         f"Children the killed server left running: {figures['children_left_by_kill'] or 'none'}.",
         "",
     ]

@@ -21,7 +21,9 @@ import ctypes.util
 import functools
 import gc
 import math
+import os
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +37,8 @@ from limits.strategies import SlidingWindowCounterRateLimiter
 
 from app import metrics
 from app.core.errors import LargeCallsWaiting, RateLimited
+from app.core.facts import content_tokens
+from app.core.lexical import english_stem, term_set
 from app.settings import ThrottleSettings
 
 # Set while a large call is in progress: its heavy steps go to the thread pool.
@@ -59,12 +63,30 @@ def _malloc_trim() -> Callable[[int], int] | None:
 MALLOC_TRIM = _malloc_trim()
 
 
+# The memoized functions a large call fills with its own texts: thousands of entries made
+# among the call's short-lived objects, each one keeping the allocator's block around it
+# (and the pages of that block) from being given back after the call.
+CACHES_LARGE_CALLS_FILL = (term_set, english_stem, content_tokens)
+
+
 def give_back_memory() -> None:
-    """Returns the heap pages a large call freed to the system. Python has freed the call's
-    objects by then; glibc keeps the pages for later until asked (malloc_trim runs without
-    the interpreter's lock: a ctypes call)."""
+    """Returns what a large call left behind: the caches it filled are emptied, the cycles
+    made while the collector was paused are collected, and the heap pages now free go back to
+    the system (glibc keeps them for later until asked; malloc_trim runs without the
+    interpreter's lock: a ctypes call)."""
+    for cache in CACHES_LARGE_CALLS_FILL:
+        cache.cache_clear()
+    gc.collect()
     if MALLOC_TRIM is not None:
         MALLOC_TRIM(0)
+
+
+def _lower_priority(nice: int) -> None:
+    """This thread's CPU priority `nice` steps below the process's. On Linux a priority is
+    a thread's own (its id is a task id); elsewhere the call would renice the whole process,
+    so it is left alone."""
+    if sys.platform == "linux":
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
 
 
 class CallKind(StrEnum):
@@ -85,7 +107,13 @@ class Throttle:
         self._holders: dict[str, int] = {}  # in progress or waiting, per tenant
         self._in_progress = 0  # large calls of every tenant
         self._collector_was_on = True
-        self._pool = ThreadPoolExecutor(settings.worker_threads, thread_name_prefix="large-call")
+        self._pool = ThreadPoolExecutor(
+            settings.worker_threads,
+            thread_name_prefix="large-call",
+            initializer=_lower_priority,
+            initargs=(settings.worker_nice,),
+        )
+        self._give_back_timer: asyncio.TimerHandle | None = None
         # The event loop waits at most this long for the interpreter behind a worker thread.
         sys.setswitchinterval(settings.switch_interval_s)
 
@@ -146,6 +174,9 @@ class Throttle:
             metrics.LARGE_CALLS.labels(state="in_progress").inc()
             if not self._in_progress:
                 self._pause_collector()
+                if self._give_back_timer is not None:  # this call came before it was due
+                    self._give_back_timer.cancel()
+                    self._give_back_timer = None
             self._in_progress += 1
             marked = _in_large_call.set(True)
             try:
@@ -155,9 +186,11 @@ class Throttle:
                 metrics.LARGE_CALLS.labels(state="in_progress").dec()
                 self._in_progress -= 1
                 slots.release()
-                if not self._in_progress:  # the last one: its memory goes back, off the loop
+                if not self._in_progress:  # the last one: its memory goes back, soon
                     self._resume_collector()
-                    self._give_back()
+                    self._give_back_timer = asyncio.get_running_loop().call_later(
+                        self._settings.give_back_after_s, self._give_back
+                    )
         finally:
             self._holders[tenant] -= 1
             if not self._holders[tenant]:  # nobody holds or waits: forget the tenant
@@ -178,6 +211,8 @@ class Throttle:
             gc.enable()
 
     def _give_back(self) -> None:
+        """`give_back_memory`, off the loop: the call's request was answered meanwhile."""
+        self._give_back_timer = None
         with suppress(RuntimeError):  # the pool is shut down: the server is stopping
             asyncio.get_running_loop().run_in_executor(self._pool, give_back_memory)
 
@@ -190,4 +225,6 @@ class Throttle:
         return await asyncio.get_running_loop().run_in_executor(self._pool, call)
 
     def close(self) -> None:
+        if self._give_back_timer is not None:
+            self._give_back_timer.cancel()
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -5,6 +5,7 @@ on the worker threads."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from typing import Any
 
@@ -12,9 +13,11 @@ import httpx
 import pytest
 
 from app.core.errors import LargeCallsWaiting
+from app.core.facts import content_tokens
+from app.core.lexical import term_set
 from app.services.auth import create_key
 from app.services.context import ServiceContext
-from app.services.throttle import Throttle
+from app.services.throttle import CACHES_LARGE_CALLS_FILL, Throttle
 from app.settings import ThrottleSettings
 from app.store.models import DEFAULT_TENANT
 from tests.api.proxy_helpers import Proxy
@@ -108,14 +111,42 @@ async def test_a_large_proxy_call_answers_as_a_small_one_does(proxy: Proxy) -> N
     assert int(answer.headers["X-Ebbtide-Offloaded-Chunks"]) > 0
 
 
+def _priority() -> int:
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+
 async def test_a_large_calls_work_runs_off_the_event_loop_and_a_small_ones_does_not() -> None:
-    throttle = Throttle(ThrottleSettings())
+    throttle = Throttle(ThrottleSettings(worker_nice=7))
     try:
         assert await throttle.run(threading.current_thread) is threading.main_thread()
         async with throttle.large_call("acme"):
             worker = await throttle.run(threading.current_thread)
+            worker_priority = await throttle.run(_priority)
         assert worker is not threading.main_thread()
         assert worker.name.startswith("large-call")
+        # With every core busy, the loop's own requests get one first.
+        assert worker_priority == _priority() + 7
+    finally:
+        throttle.close()
+
+
+async def test_after_the_last_large_call_the_caches_it_filled_are_emptied() -> None:
+    # Throttles of earlier tests on this same event loop may still have a give-back due.
+    await asyncio.sleep(ThrottleSettings().give_back_after_s + 0.1)
+    throttle = Throttle(ThrottleSettings(give_back_after_s=0.05))
+    try:
+        async with throttle.large_call("acme"):
+            await throttle.run(term_set, "the carrier's invoice for the warehouse")
+            await throttle.run(content_tokens, "only the southern warehouse")
+            async with throttle.large_call("globex"):
+                pass
+            await asyncio.sleep(0.2)  # acme's call is still in progress: nothing is emptied
+            assert term_set.cache_info().currsize > 0
+        for _ in range(100):
+            if not any(cache.cache_info().currsize for cache in CACHES_LARGE_CALLS_FILL):
+                break
+            await asyncio.sleep(0.05)
+        assert [cache.cache_info().currsize for cache in CACHES_LARGE_CALLS_FILL] == [0, 0, 0]
     finally:
         throttle.close()
 

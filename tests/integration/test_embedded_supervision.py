@@ -46,7 +46,11 @@ def postmaster_pid(data: Path) -> int:
 
 def test_postgres_that_dies_under_the_service_is_started_again(tmp_path: Path) -> None:
     data, port, log = tmp_path / "data", free_loopback_port(), tmp_path / "serve.log"
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "EBBTIDE_DATABASE_URL"}}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DATABASE_URL", "EBBTIDE_DATABASE_URL", "PYTHONMALLOC"}
+    }
     env.update(
         HOST="127.0.0.1",
         PORT=str(port),
@@ -62,6 +66,10 @@ def test_postgres_that_dies_under_the_service_is_started_again(tmp_path: Path) -
     turn = {"messages": [{"role": "user", "content": "hello"}], "model": "gpt-4o"}
     try:
         wait_until_ready(base, server, log)
+        # `serve` started itself again, as the same process, on the C allocator.
+        assert b"PYTHONMALLOC=malloc" in Path(f"/proc/{server.pid}/environ").read_bytes().split(
+            b"\0"
+        )
         assert httpx.post(f"{base}/sessions/s/turn", json=turn, timeout=30).status_code == 200
         os.kill(postmaster_pid(data), signal.SIGKILL)
         deadline = time.monotonic() + READY_WITHIN_S
