@@ -11,7 +11,7 @@ from app.evaluation.oracle import with_oracle
 from app.providers.embedders import LocalEmbedder
 from app.providers.tokenizer import default_counter
 from app.services.context import ServiceContext
-from app.settings import RecallSettings, Settings
+from app.settings import Settings
 from app.store.database import Database
 from tests.memo_embedder import MemoEmbedder
 
@@ -53,13 +53,7 @@ def local_context(database: Database) -> ServiceContext:
         database=database,
         counter=default_counter(),
         embedder=remembering_local_embedder(),
-        # A quality measure, not a latency one: the vectors a recall waits for arrive in time
-        # however busy the machine (at the default 3 s, a loaded CI run fell back to words
-        # for some questions and moved the false injections across their ceiling).
-        settings=Settings(
-            database_url="postgresql://bound-in-tests",
-            recall=RecallSettings(inline_embed_timeout_s=120.0, embed_timeout_s=120.0),
-        ),
+        settings=Settings(database_url="postgresql://bound-in-tests"),
     )
 
 
