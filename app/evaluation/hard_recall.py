@@ -192,9 +192,11 @@ async def _ask_turns(
     prefix: PrefixTracker,
     timed: bool,
 ) -> dict[tuple[str, bool], TurnResult]:
-    """Every question and twin as a turn, shuffled; (needle id, is twin) → the turn's result."""
+    """Every question and twin as a turn, shuffled by the seed and the conversation (not the
+    session's random suffix: one order per seed, so a run repeats its figures); (needle id,
+    is twin) → the turn's result."""
     asks = [(n, twin) for n in chat.needles for twin in (False, True)]
-    random.Random(f"{seed}-{session}").shuffle(asks)
+    random.Random(f"{seed}-{chat.session}").shuffle(asks)
     results = {}
     reply: Message | None = None
     for index, (needle, twin) in enumerate(asks):
