@@ -133,6 +133,8 @@ def build_context(
         upstream=HttpUpstream(
             timeout_s=settings.proxy.timeout_s,
             connect_timeout_s=settings.proxy.connect_timeout_s,
+            keepalive_s=settings.proxy.keepalive_s,
+            connection_retries=settings.proxy.connection_retries,
         ),
     )
 

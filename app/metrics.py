@@ -75,6 +75,12 @@ PROXY_CALLS = Counter(
     "stream ended before it said it was complete; unrecorded: the reply could not be stored).",
     ["route", "outcome"],
 )
+UPSTREAM_RETRIES = Counter(
+    "ebbtide_proxy_upstream_retries_total",
+    "Proxy calls sent again on a new connection after the last one failed before the "
+    "upstream's status line, by httpx's error (a kept-alive connection closed, a refusal).",
+    ["error"],
+)
 PROXY_UPSTREAM_SECONDS = Histogram(
     "ebbtide_proxy_upstream_seconds",
     "Time from forwarding a call to the upstream's status line (streams: first byte).",

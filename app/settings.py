@@ -612,6 +612,20 @@ class ProxySettings(BaseModel):
         "streamed chunks; then 504 (or, mid-stream, the stream is cut).",
     )
     connect_timeout_s: float = Field(10.0, gt=0)
+    keepalive_s: float = Field(
+        4.0,
+        ge=0,
+        description="An idle connection to the upstream is closed after this long: sooner "
+        "than the upstream closes it (uvicorn and Node: 5 s), so a call seldom goes out on a "
+        "connection the upstream is closing.",
+    )
+    connection_retries: int = Field(
+        1,
+        ge=0,
+        le=5,
+        description="A call whose connection fails before the upstream's status line (not "
+        "by a timeout) is sent again on a new connection this many times; then 502.",
+    )
     shared_wait_s: float = Field(
         900.0,
         gt=0,
