@@ -543,6 +543,18 @@ class ThrottleSettings(BaseModel):
         "and its objects freed by then), the caches it filled are emptied and the heap's free "
         "pages go back to the system.",
     )
+    worker_run_ms: float = Field(
+        4.0,
+        gt=0,
+        description="A large call's step on a worker thread works this long, then rests "
+        "(`worker_rest_ms`) at its next yield point.",
+    )
+    worker_rest_ms: float = Field(
+        4.0,
+        ge=0,
+        description="How long it rests: the event loop has the interpreter to itself "
+        "meanwhile (0: no rests; the call is quicker, everyone else slower).",
+    )
     switch_interval_s: float = Field(
         0.0005,
         gt=0,

@@ -64,6 +64,11 @@ def history(messages: int, seed: int = 7) -> list[dict[str, str]]:
 class Samples:
     healthz_ms: list[float] = field(default_factory=list)
     quiet_turn_ms: list[float] = field(default_factory=list)
+    # The quiet turns' own stage timings (the answer's timings_ms), by stage.
+    quiet_stages_ms: dict[str, list[float]] = field(default_factory=dict)
+    # (seconds into the phase when sent, milliseconds): where in the call the slow ones fall.
+    quiet_timeline: list[tuple[float, float]] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
     statuses: dict[int, int] = field(default_factory=dict)
 
     def count(self, status: int) -> None:
@@ -76,20 +81,39 @@ class Samples:
         return {
             "healthz": of(self.healthz_ms),
             "quiet_turn": of(self.quiet_turn_ms),
+            "quiet_stages_p50": {
+                stage: percentiles(values)["p50"]
+                for stage, values in sorted(self.quiet_stages_ms.items())
+            },
             "statuses": self.statuses,
+            "quiet_turn_by_5_s": by_five_seconds(self.quiet_timeline),
         }
+
+
+def by_five_seconds(timeline: list[tuple[float, float]]) -> list[dict[str, float]]:
+    """The quiet turns by when they were sent, 5 s at a time: where in the call the slow
+    ones fall (its writes come last)."""
+    spans: dict[int, list[float]] = {}
+    for sent, ms in timeline:
+        spans.setdefault(int(sent // 5) * 5, []).append(ms)
+    return [
+        {"from_s": start, "n": len(values), **percentiles(values), "max": round(max(values), 1)}
+        for start, values in sorted(spans.items())
+    ]
 
 
 async def timed(
     samples: list[float], statuses: Samples, request: Awaitable[httpx.Response]
-) -> None:
+) -> httpx.Response | None:
     started = time.perf_counter()
+    answer = None
     try:
         answer = await request
         statuses.count(answer.status_code)
     except httpx.HTTPError:
         statuses.count(0)
     samples.append((time.perf_counter() - started) * 1000)
+    return answer
 
 
 async def open_loop(
@@ -157,7 +181,12 @@ async def sample_phase(
             words = " ".join(rng.choice(VOCABULARY) for _ in range(40))
             body = {"messages": [{"role": "user", "content": f"What about {words}?"}]}
             path = f"/sessions/quiet-{i % QUIET_SESSIONS}/turn"
-            await timed(samples.quiet_turn_ms, samples, quiet.post(path, json=body))
+            sent = time.perf_counter() - samples.started
+            answer = await timed(samples.quiet_turn_ms, samples, quiet.post(path, json=body))
+            samples.quiet_timeline.append((sent, samples.quiet_turn_ms[-1]))
+            if answer is not None and answer.status_code == 200:
+                for stage, ms in answer.json()["timings_ms"].items():
+                    samples.quiet_stages_ms.setdefault(stage, []).append(ms)
 
         tasks = [
             asyncio.create_task(open_loop(poll_ms / 1000, stop, healthz)),
@@ -251,6 +280,17 @@ def report(figures: dict[str, object]) -> str:
             row("tenant `quiet`'s turn", "quiet_turn"),
             "",
             f"Statuses idle {idle['statuses']}, loaded {loaded['statuses']}.",
+            "",
+            "The quiet turn's own stage timings, p50 ms (the server's `timings_ms`; `total` is "
+            "the server's time from the read, so the rest of the turn's time above is spent "
+            "before the turn starts: HTTP, the body, the event loop's queue):",
+            "",
+            "| stage | idle | during the call |",
+            "| --- | --- | --- |",
+            *(
+                f"| {stage} | {idle['quiet_stages_p50'].get(stage, 0):.1f} | {ms:.1f} |"
+                for stage, ms in loaded["quiet_stages_p50"].items()
+            ),
             "",
             f"Server memory (MiB, its own process): {memory['before']} before, {memory['peak']} "
             f"at the peak, {memory['after']} after ({change:+.1f} %); its children "

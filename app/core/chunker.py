@@ -27,6 +27,7 @@ from app.core.blobs import archived, blob_hash
 from app.core.budget import Unit
 from app.core.lexical import distinct_terms, sentences
 from app.core.messages import Media, Part, Reasoning, Refusal, Text, ToolCall, ToolResult
+from app.core.pace import pace
 from app.core.ports import TokenCounter
 from app.core.types import ChunkDraft, ChunkKind, UnitDraft, WindowMessage
 from app.core.vectors import cosine, mean_vector
@@ -304,6 +305,7 @@ def build_chunks(
     unit_tokens = [counter.count(unit_text(unit)) for unit in units]
     built: list[tuple[ChunkDraft, list[float] | None]] = []
     for number, group in enumerate(segment(unit_tokens, vectors, policy)):
+        pace()
         indices = [group[0] - 1, *group] if policy.overlap and number > 0 else group
         messages = [m for index in indices for m in units[index]]
         draft = _draft(messages, ChunkKind.OFFLOAD, new_id(), counter, policy.units)

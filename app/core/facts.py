@@ -40,6 +40,7 @@ from enum import StrEnum
 from functools import lru_cache
 
 from app.core.lexical import distinct_terms, term_set
+from app.core.pace import pace
 from app.core.stated import DayContext, Stated, StatedKind, has_cjk, stated_in, states_nothing
 
 
@@ -235,6 +236,7 @@ def sentences(text: str) -> list[str]:
     """Sentences, verbatim, with clauses split at a comma where the next one opens with a cue
     and the one before it has one too ("只查华东仓，只看缺货商品" and "only the East-China
     warehouse, and only out-of-stock items" are two constraints each)."""
+    pace()
     result: list[str] = []
     for sentence in _SENTENCE_END.split(text):
         parts = re.split(r"([，,])", sentence)
@@ -643,6 +645,7 @@ def extract(
     for fact in carried:  # facts another session confirmed: active before this turn's words
         run.carry(fact)
     for message in messages:
+        pace()
         found = options_in(message.text)
         text = message.text
         if found:

@@ -16,6 +16,8 @@ from functools import lru_cache
 
 import snowballstemmer
 
+from app.core.pace import pace
+
 MAX_TERM_CHARS = 64
 
 _CJK = (
@@ -46,6 +48,7 @@ def english_stem(word: str) -> str:
 
 def lexical_terms(text: str) -> list[str]:
     """Terms in order of appearance, duplicates kept (callers may dedupe)."""
+    pace()
     terms: list[str] = []
     for match in _TOKEN.finditer(text.lower()):
         token = match.group()
@@ -77,6 +80,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?。！？;；\n])")
 def sentences(text: str) -> list[str]:
     """The text cut after each sentence end (Latin and CJK punctuation, line breaks); the
     pieces joined give the text back."""
+    pace()
     return [piece for piece in _SENTENCE_END.split(text) if piece]
 
 

@@ -29,6 +29,7 @@ from app.core.facts import (
     overlap,
     sentences,
 )
+from app.core.pace import pace
 from app.core.stated import is_question
 
 GOAL_CUES = re.compile(
@@ -129,6 +130,7 @@ def update_body(
     """The body after the new messages (a new object; `body` is left as it was)."""
     goal, done, open_items = body.goal, list(body.done), list(body.open)
     for message in messages:
+        pace()
         for sentence in sentences(message.text):
             if message.role == "user":
                 if NEW_GOAL.search(sentence) or (goal is None and GOAL_CUES.search(sentence)):

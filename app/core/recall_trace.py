@@ -19,6 +19,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from app.core.dates import Period
+from app.core.pace import pace
 from app.core.rerank import ScoredHit, in_window, said_on_the_day
 
 
@@ -86,6 +87,7 @@ def _outcomes(fused: Sequence[ScoredHit], d: RecallDecisions) -> dict[str, Candi
     day = d.period if said_on_the_day(fused, d.period) is not None else None
     outcomes = {}
     for hit in fused:
+        pace()
         chunk_id = hit.candidate.chunk_id
         if chunk_id in d.injected:
             outcome = CandidateOutcome.INJECTED

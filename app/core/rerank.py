@@ -33,6 +33,7 @@ from datetime import datetime
 from app.core.confidence import ConfidenceWeights, HitFeatures, confidence
 from app.core.dates import Period
 from app.core.lexical import sentences, term_set
+from app.core.pace import pace
 from app.core.rewrite import RewrittenQuery
 
 NO_MATCH_LINE = (
@@ -153,10 +154,10 @@ def lexical_scores(query_terms: Collection[str], texts: Sequence[str]) -> list[f
     if not query_terms or not texts:
         return [0.0] * len(texts)
     present = [term_set(text) for text in texts]
-    weight = {
-        term: math.log(1 + len(texts) / (1 + sum(term in terms for terms in present)))
-        for term in query_terms
-    }
+    weight = {}
+    for term in query_terms:
+        pace()  # each term is a pass over every candidate
+        weight[term] = math.log(1 + len(texts) / (1 + sum(term in terms for terms in present)))
     total = sum(weight.values())
     return [sum(weight[t] for t in query_terms if t in terms) / total for terms in present]
 
@@ -191,6 +192,7 @@ def fuse(
     content: dict[str, float] = {}
     hits = []
     for candidate in unique:
+        pace()
         matches = entity_matches(query.entities, candidate.raw_text)
         score = floor if candidate.vector_score is None else candidate.vector_score
         score += weights.term * (candidate.lexical_score or 0) + weights.entity * matches
@@ -214,6 +216,7 @@ def _lead(said: Sequence[float], rank: int) -> float:
 def _calibrated(
     hit: ScoredHit, rank: int, margin: float, lead: float, calibration: ConfidenceWeights
 ) -> ScoredHit:
+    pace()
     features = HitFeatures(margin, lead, hit.candidate.similarity, rank)
     return replace(
         hit, margin=margin, lead=lead, rank=rank, confidence=confidence(calibration, features)

@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.core.messages import Media, Message, Opaque, Reasoning, Refusal, Text, ToolCall, ToolResult
+from app.core.pace import pace
 
 
 def _canonical_arguments(arguments: str) -> str:
@@ -90,6 +91,7 @@ def _features(message: Message) -> list[object]:
 
 def message_digest(message: Message) -> str:
     """SHA-256 of what the message says (see the module docstring for what is left out)."""
+    pace()
     text = json.dumps(_features(message), ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 

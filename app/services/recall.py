@@ -22,6 +22,7 @@ from app.core import rerank
 from app.core.errors import OverLimit
 from app.core.injection import InjectionRules, Need, need_of, tiers
 from app.core.lexical import likeliest_rare
+from app.core.pace import pace
 from app.core.ports import QueryRewriterUnavailable, RerankerUnavailable
 from app.core.rerank import (
     Candidate,
@@ -173,6 +174,7 @@ def _from_fresh(
     fresh: EmbeddedChunk, query: QueryVectors | None, context_weight: float, focus: UnitFocus
 ) -> Candidate:
     """A chunk of this very turn, scored in memory as the store scores a written one."""
+    pace()
     draft = fresh.draft
     score = similarity = None
     lift = 0.0

@@ -9,7 +9,11 @@
   only their bytes, and one past the line is refused. While it is in progress, a large call's
   CPU-heavy steps (parsing, reconciling, digesting, planning, chunking, extracting facts) run
   on a small thread pool (`run`) instead of the event loop, which keeps answering everyone
-  else between the interpreter's switches.
+  else between the interpreter's switches. There the steps are paced (`DutyCycle`): after
+  `worker_run_ms` of work the thread sleeps `worker_rest_ms` at its next `pace()`, so the
+  loop holds the interpreter alone for that long and finishes its other callers' round trips
+  without waiting out a switch interval at each one. The call's own steps on the loop (its
+  rows, a statement at a time) rest as long between two statements (`LoopDutyCycle`).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager, suppress
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext, suppress
 from enum import StrEnum
 from typing import ParamSpec, TypeVar
 
@@ -39,6 +43,7 @@ from app import metrics
 from app.core.errors import LargeCallsWaiting, RateLimited
 from app.core.facts import content_tokens
 from app.core.lexical import english_stem, term_set
+from app.core.pace import loop_paced_by, paced_by
 from app.settings import ThrottleSettings
 
 # Set while a large call is in progress: its heavy steps go to the thread pool.
@@ -87,6 +92,60 @@ def _lower_priority(nice: int) -> None:
     so it is left alone."""
     if sys.platform == "linux":
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+
+
+class _Cycle:
+    """Work and rest in turn: `rest_s` of rest for each `run_s` of work since the last.
+    Work is the thread's own CPU time (`time.thread_time`): not the time it waited for the
+    interpreter's lock, the database or the network."""
+
+    def __init__(self, run_s: float, rest_s: float, clock: Callable[[], float]) -> None:
+        self._run_s, self._rest_s, self._clock = run_s, rest_s, clock
+        self._since = clock()
+
+    def rest_due(self) -> float:
+        """How long to rest now (0: keep working)."""
+        worked = self._clock() - self._since
+        return self._rest_s * worked / self._run_s if worked >= self._run_s else 0.0
+
+    def rested(self) -> None:
+        self._since = self._clock()
+
+
+class DutyCycle(_Cycle):
+    """A pacer for one step on a worker thread, at its `pace()` calls: a sleep lets the
+    interpreter's lock go."""
+
+    def __init__(
+        self,
+        run_s: float,
+        rest_s: float,
+        clock: Callable[[], float] = time.thread_time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        super().__init__(run_s, rest_s, clock)
+        self._sleep = sleep
+
+    def __call__(self) -> None:
+        rest = self.rest_due()
+        if rest:
+            self._sleep(rest)
+            self.rested()
+
+
+class LoopDutyCycle(_Cycle):
+    """A pacer for a large call's own steps on the event loop, at its `pace_loop()` calls
+    (between two statements of its writes): a statement of rows may run longer than `run_s`,
+    so the rest grows with it; the loop serves everyone else meanwhile."""
+
+    def __init__(self, run_s: float, rest_s: float) -> None:
+        super().__init__(run_s, rest_s, time.thread_time)
+
+    async def __call__(self) -> None:
+        rest = self.rest_due()
+        if rest:
+            await asyncio.sleep(rest)
+            self.rested()
 
 
 class CallKind(StrEnum):
@@ -180,7 +239,8 @@ class Throttle:
             self._in_progress += 1
             marked = _in_large_call.set(True)
             try:
-                yield
+                with self._loop_paced():
+                    yield
             finally:
                 _in_large_call.reset(marked)
                 metrics.LARGE_CALLS.labels(state="in_progress").dec()
@@ -221,8 +281,23 @@ class Throttle:
         call's steps cost less than the hand-over)."""
         if not _in_large_call.get():
             return work(*args, **kwargs)
-        call = functools.partial(contextvars.copy_context().run, work, *args, **kwargs)
+        paced = functools.partial(self._paced, work, *args, **kwargs)
+        call = functools.partial(contextvars.copy_context().run, paced)
         return await asyncio.get_running_loop().run_in_executor(self._pool, call)
+
+    def _loop_paced(self) -> AbstractContextManager[None]:
+        """The large call's own steps on the loop, paced as its worker's (none at rest 0)."""
+        rest_s = self._settings.worker_rest_ms / 1000
+        if rest_s <= 0:
+            return nullcontext()
+        return loop_paced_by(LoopDutyCycle(self._settings.worker_run_ms / 1000, rest_s))
+
+    def _paced(self, work: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        rest_s = self._settings.worker_rest_ms / 1000
+        if rest_s <= 0:
+            return work(*args, **kwargs)
+        with paced_by(DutyCycle(self._settings.worker_run_ms / 1000, rest_s)):
+            return work(*args, **kwargs)
 
     def close(self) -> None:
         if self._give_back_timer is not None:

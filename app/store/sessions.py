@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.formats import posted_form, read_posted
 from app.core.messages import Format, Message
+from app.core.pace import pace_loop
 from app.core.results import SessionCounts
 from app.core.types import JsonObject, MessageState, RecalledText, WindowMessage
 from app.store.models import ChunkRow, MessageRow, NoteRow, SessionRow
@@ -136,8 +137,10 @@ Item = TypeVar("Item")
 # A large turn's rows go in statements of at most this many, each batch's rows built just
 # before it is sent, so that the event loop serves other requests between them: a whole
 # history brings tens of thousands, and building and binding 500 at once held the loop
-# for a tenth of a second.
-ROWS_PER_STATEMENT = 100
+# for a tenth of a second; 100 still held it about 15 ms a statement (12 s of the loop's
+# time over some 800 statements of a 20,000-message call), and other callers' round trips
+# waited behind each one (docs/RELIABILITY.md, "One caller against the rest").
+ROWS_PER_STATEMENT = 25
 
 
 def in_batches(items: Sequence[Item], size: int = ROWS_PER_STATEMENT) -> Iterator[Sequence[Item]]:
@@ -152,12 +155,14 @@ async def execute_in_batches(
     row_of: Callable[[Item], Mapping[str, object]],
 ) -> list[Row[Any]]:
     """`statement` executed for the rows of `items`, a batch at a time (`ROWS_PER_STATEMENT`);
-    the rows it returns (a RETURNING clause), in the order of `items`."""
+    the rows it returns (a RETURNING clause), in the order of `items`. Between two batches
+    a large call's writes are paced (`pace_loop`)."""
     returned: list[Row[Any]] = []
     for batch in in_batches(items):
         result = await db.execute(statement, [row_of(item) for item in batch])
         if isinstance(result, CursorResult) and result.returns_rows:
             returned.extend(result.all())
+        await pace_loop()
     return returned
 
 

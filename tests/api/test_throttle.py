@@ -15,9 +15,15 @@ import pytest
 from app.core.errors import LargeCallsWaiting
 from app.core.facts import content_tokens
 from app.core.lexical import term_set
+from app.core.pace import current_loop_pacer, current_pacer
 from app.services.auth import create_key
 from app.services.context import ServiceContext
-from app.services.throttle import CACHES_LARGE_CALLS_FILL, Throttle
+from app.services.throttle import (
+    CACHES_LARGE_CALLS_FILL,
+    DutyCycle,
+    LoopDutyCycle,
+    Throttle,
+)
 from app.settings import ThrottleSettings
 from app.store.models import DEFAULT_TENANT
 from tests.api.proxy_helpers import Proxy
@@ -128,6 +134,24 @@ async def test_a_large_calls_work_runs_off_the_event_loop_and_a_small_ones_does_
         assert worker_priority == _priority() + 7
     finally:
         throttle.close()
+
+
+async def test_a_large_calls_steps_are_paced_and_a_small_ones_are_not() -> None:
+    paced = Throttle(ThrottleSettings())
+    unpaced = Throttle(ThrottleSettings(worker_rest_ms=0))
+    try:
+        assert await paced.run(current_pacer) is None
+        assert current_loop_pacer() is None
+        async with paced.large_call("acme"):
+            assert isinstance(await paced.run(current_pacer), DutyCycle)
+            assert isinstance(current_loop_pacer(), LoopDutyCycle)  # its writes on the loop
+        assert current_loop_pacer() is None
+        async with unpaced.large_call("acme"):
+            assert await unpaced.run(current_pacer) is None
+            assert current_loop_pacer() is None
+    finally:
+        paced.close()
+        unpaced.close()
 
 
 async def test_after_the_last_large_call_the_caches_it_filled_are_emptied() -> None:
