@@ -1,24 +1,34 @@
-"""Yield points for the long loops a whole history goes through (tokenizing, splitting into
-sentences, extracting facts, chunking, scoring): `pace()` between two items; and for the
-long tasks it gives the event loop itself (its rows, written a statement at a time):
-`await pace_loop()` between two statements.
+"""Yield points for the long work a whole history goes through.
 
-It does nothing unless a pacer is set for the current context (`paced_by`). The service sets
-one for a large call's steps on its worker thread, where the pacer now and then sleeps a
-moment: the thread shares the interpreter's lock with the event loop, and the loop, which
-gives the lock up at every read and write of a socket, would otherwise win it back only at
-the interpreter's switch interval, once per round trip of every other caller
+- `pace()` between two items of a long loop (tokenizing, splitting into sentences,
+  extracting facts, chunking, digests, scoring);
+- `async with loop_step():` around one step of a long task on the event loop itself (a
+  statement of a large call's rows).
+
+Both do nothing unless a pacer is set for the current context (`paced_by`,
+`loop_paced_by`). The service sets them for a large call: on its worker thread the pacer
+now and then sleeps a moment, and after its steps on the loop the loop pacer waits a while.
+Either way the event loop has the interpreter's lock to itself meanwhile: it gives the lock
+up at every read and write of a socket, and would otherwise win it back only at the
+interpreter's switch interval, once per round trip of every other caller
 (docs/RELIABILITY.md, "One caller against the rest").
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from contextvars import ContextVar
+from typing import Protocol
 
 Pacer = Callable[[], None]
-LoopPacer = Callable[[], Awaitable[None]]
+
+
+class LoopPacer(Protocol):
+    def step(self) -> AbstractAsyncContextManager[None]:
+        """Around one step on the event loop: may wait after it."""
+        ...
+
 
 _pacer: ContextVar[Pacer | None] = ContextVar("pacer", default=None)
 _loop_pacer: ContextVar[LoopPacer | None] = ContextVar("loop_pacer", default=None)
@@ -37,7 +47,7 @@ def current_pacer() -> Pacer | None:
 
 
 def current_loop_pacer() -> LoopPacer | None:
-    """What `pace_loop()` awaits in this context (None: nothing)."""
+    """What `loop_step()` steps with in this context (None: nothing)."""
     return _loop_pacer.get()
 
 
@@ -51,17 +61,21 @@ def paced_by(pacer: Pacer) -> Iterator[None]:
         _pacer.reset(token)
 
 
-async def pace_loop() -> None:
-    """Between two steps of a long task on the event loop: the context's loop pacer, if any,
-    may wait here, and the loop serves everyone else meanwhile."""
+@asynccontextmanager
+async def loop_step() -> AsyncIterator[None]:
+    """One step of a long task on the event loop: with a loop pacer in the context, it may
+    wait after the step, and the loop serves everyone else meanwhile."""
     pacer = _loop_pacer.get()
-    if pacer is not None:
-        await pacer()
+    if pacer is None:
+        yield
+        return
+    async with pacer.step():
+        yield
 
 
 @contextmanager
 def loop_paced_by(pacer: LoopPacer) -> Iterator[None]:
-    """`pace_loop()` awaits `pacer` inside the block (in this context only)."""
+    """`loop_step()` steps with `pacer` inside the block (in this context only)."""
     token = _loop_pacer.set(pacer)
     try:
         yield

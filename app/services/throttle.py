@@ -13,7 +13,7 @@
   `worker_run_ms` of work the thread sleeps `worker_rest_ms` at its next `pace()`, so the
   loop holds the interpreter alone for that long and finishes its other callers' round trips
   without waiting out a switch interval at each one. The call's own steps on the loop (its
-  rows, a statement at a time) rest as long between two statements (`LoopDutyCycle`).
+  rows, a statement at a time) rest in the same proportion (`LoopDutyCycle`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, asynccontextmanager, nullcontext, suppress
 from enum import StrEnum
@@ -94,27 +94,11 @@ def _lower_priority(nice: int) -> None:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
 
 
-class _Cycle:
-    """Work and rest in turn: `rest_s` of rest for each `run_s` of work since the last.
-    Work is the thread's own CPU time (`time.thread_time`): not the time it waited for the
-    interpreter's lock, the database or the network."""
-
-    def __init__(self, run_s: float, rest_s: float, clock: Callable[[], float]) -> None:
-        self._run_s, self._rest_s, self._clock = run_s, rest_s, clock
-        self._since = clock()
-
-    def rest_due(self) -> float:
-        """How long to rest now (0: keep working)."""
-        worked = self._clock() - self._since
-        return self._rest_s * worked / self._run_s if worked >= self._run_s else 0.0
-
-    def rested(self) -> None:
-        self._since = self._clock()
-
-
-class DutyCycle(_Cycle):
-    """A pacer for one step on a worker thread, at its `pace()` calls: a sleep lets the
-    interpreter's lock go."""
+class DutyCycle:
+    """A pacer for one step on a worker thread, at its `pace()` calls: once `run_s` of the
+    thread's own CPU time (`time.thread_time`: not its waits for the interpreter's lock,
+    the database or the network) has gone by since the last rest, it sleeps `rest_s` for
+    each `run_s` of it; a sleep lets the interpreter's lock go."""
 
     def __init__(
         self,
@@ -123,29 +107,43 @@ class DutyCycle(_Cycle):
         clock: Callable[[], float] = time.thread_time,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        super().__init__(run_s, rest_s, clock)
-        self._sleep = sleep
+        self._run_s, self._rest_s = run_s, rest_s
+        self._clock, self._sleep = clock, sleep
+        self._since = clock()
 
     def __call__(self) -> None:
-        rest = self.rest_due()
-        if rest:
-            self._sleep(rest)
-            self.rested()
+        worked = self._clock() - self._since
+        if worked >= self._run_s:
+            self._sleep(self._rest_s * worked / self._run_s)
+            self._since = self._clock()
 
 
-class LoopDutyCycle(_Cycle):
-    """A pacer for a large call's own steps on the event loop, at its `pace_loop()` calls
-    (between two statements of its writes): a statement of rows may run longer than `run_s`,
-    so the rest grows with it; the loop serves everyone else meanwhile."""
+class LoopDutyCycle:
+    """A pacer for a large call's own steps on the event loop (`loop_step()`, a statement of
+    its rows each): the loop thread's CPU time inside each step adds up, and once it reaches
+    `run_s` the step ends with a rest `rest_s / run_s` times as long, the loop serving
+    everyone else meanwhile. Only the steps count: the loop's time between them belongs to
+    other callers."""
 
-    def __init__(self, run_s: float, rest_s: float) -> None:
-        super().__init__(run_s, rest_s, time.thread_time)
+    def __init__(
+        self,
+        run_s: float,
+        rest_s: float,
+        clock: Callable[[], float] = time.thread_time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._run_s, self._rest_s = run_s, rest_s
+        self._clock, self._sleep = clock, sleep
+        self._worked = 0.0
 
-    async def __call__(self) -> None:
-        rest = self.rest_due()
-        if rest:
-            await asyncio.sleep(rest)
-            self.rested()
+    @asynccontextmanager
+    async def step(self) -> AsyncIterator[None]:
+        started = self._clock()
+        yield
+        self._worked += self._clock() - started
+        if self._worked >= self._run_s:
+            rest, self._worked = self._rest_s * self._worked / self._run_s, 0.0
+            await self._sleep(rest)
 
 
 class CallKind(StrEnum):

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.formats import posted_form, read_posted
 from app.core.messages import Format, Message
-from app.core.pace import pace_loop
+from app.core.pace import loop_step
 from app.core.results import SessionCounts
 from app.core.types import JsonObject, MessageState, RecalledText, WindowMessage
 from app.store.models import ChunkRow, MessageRow, NoteRow, SessionRow
@@ -155,14 +155,14 @@ async def execute_in_batches(
     row_of: Callable[[Item], Mapping[str, object]],
 ) -> list[Row[Any]]:
     """`statement` executed for the rows of `items`, a batch at a time (`ROWS_PER_STATEMENT`);
-    the rows it returns (a RETURNING clause), in the order of `items`. Between two batches
-    a large call's writes are paced (`pace_loop`)."""
+    the rows it returns (a RETURNING clause), in the order of `items`. Each batch is a step
+    a large call's writes are paced by (`loop_step`)."""
     returned: list[Row[Any]] = []
     for batch in in_batches(items):
-        result = await db.execute(statement, [row_of(item) for item in batch])
-        if isinstance(result, CursorResult) and result.returns_rows:
-            returned.extend(result.all())
-        await pace_loop()
+        async with loop_step():
+            result = await db.execute(statement, [row_of(item) for item in batch])
+            if isinstance(result, CursorResult) and result.returns_rows:
+                returned.extend(result.all())
     return returned
 
 

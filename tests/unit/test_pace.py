@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import pytest
 
 from app.core.facts import SourceMessage, extract
@@ -10,11 +13,11 @@ from app.core.pace import (
     current_loop_pacer,
     current_pacer,
     loop_paced_by,
+    loop_step,
     pace,
-    pace_loop,
     paced_by,
 )
-from app.services.throttle import DutyCycle
+from app.services.throttle import DutyCycle, LoopDutyCycle
 
 
 class Calls:
@@ -95,16 +98,45 @@ def test_the_duty_cycle_rests_after_each_run_of_work_and_not_before() -> None:
     assert clock.slept == pytest.approx([0.00125, 0.001])
 
 
-async def test_a_loop_pacer_is_awaited_only_inside_its_block() -> None:
-    awaited = []
+class CountingLoopPacer:
+    def __init__(self) -> None:
+        self.steps = 0
 
-    async def pacer() -> None:
-        awaited.append(True)
+    @asynccontextmanager
+    async def step(self) -> AsyncIterator[None]:
+        yield
+        self.steps += 1
 
-    await pace_loop()
+
+async def test_a_loop_pacer_steps_only_inside_its_block() -> None:
+    pacer = CountingLoopPacer()
+    async with loop_step():
+        pass
     with loop_paced_by(pacer):
         assert current_loop_pacer() is pacer
-        await pace_loop()
-    await pace_loop()
-    assert awaited == [True]
+        async with loop_step():
+            pass
+    async with loop_step():
+        pass
+    assert pacer.steps == 1
     assert current_loop_pacer() is None
+
+
+async def test_the_loop_duty_cycle_counts_only_its_steps_and_rests_in_proportion() -> None:
+    clock = FakeClock()
+    rested: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        rested.append(seconds)
+
+    cycle = LoopDutyCycle(run_s=0.004, rest_s=0.002, clock=clock, sleep=sleep)
+    async with cycle.step():
+        clock.now += 0.003
+    assert rested == []
+    clock.now += 5.0  # the loop serving others between two steps: not this call's work
+    async with cycle.step():
+        clock.now += 0.005  # 8 ms of steps: a rest of half that
+    assert rested == pytest.approx([0.004])
+    async with cycle.step():
+        clock.now += 0.001
+    assert rested == pytest.approx([0.004])  # counted afresh after the rest
