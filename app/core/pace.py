@@ -19,9 +19,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from contextvars import ContextVar
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 Pacer = Callable[[], None]
+T = TypeVar("T")
 
 
 class LoopPacer(Protocol):
@@ -32,6 +33,15 @@ class LoopPacer(Protocol):
 
 _pacer: ContextVar[Pacer | None] = ContextVar("pacer", default=None)
 _loop_pacer: ContextVar[LoopPacer | None] = ContextVar("loop_pacer", default=None)
+
+
+@contextmanager
+def _set(var: ContextVar[T | None], value: T) -> Iterator[None]:
+    token = var.set(value)
+    try:
+        yield
+    finally:
+        var.reset(token)
 
 
 def pace() -> None:
@@ -54,11 +64,8 @@ def current_loop_pacer() -> LoopPacer | None:
 @contextmanager
 def paced_by(pacer: Pacer) -> Iterator[None]:
     """`pace()` calls `pacer` inside the block (in this context only)."""
-    token = _pacer.set(pacer)
-    try:
+    with _set(_pacer, pacer):
         yield
-    finally:
-        _pacer.reset(token)
 
 
 @asynccontextmanager
@@ -76,8 +83,5 @@ async def loop_step() -> AsyncIterator[None]:
 @contextmanager
 def loop_paced_by(pacer: LoopPacer) -> Iterator[None]:
     """`loop_step()` steps with `pacer` inside the block (in this context only)."""
-    token = _loop_pacer.set(pacer)
-    try:
+    with _set(_loop_pacer, pacer):
         yield
-    finally:
-        _loop_pacer.reset(token)
