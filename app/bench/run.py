@@ -281,6 +281,7 @@ async def per_turn_latency(
         "drained_after_s": drained_s,
         "floor": _summary(floor),
         "never_triggered": _summary(never),
+        "never_triggered_recalls": sum(s.recalled for s in never),  # archive empty: none
         "steady_with_recall": _summary([s for s in steady if not s.offloaded]),
         "offload_turns": _summary([s for s in quiet if s.offloaded]),
         "offload_turns_with_recall": _summary([s for s in steady if s.offloaded]),

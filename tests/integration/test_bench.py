@@ -60,7 +60,9 @@ def test_every_section_runs_and_is_reported(tmp_path: Path) -> None:
         latency["floor"]["client_ms"]["n"] == 6
         and latency["never_triggered"]["client_ms"]["n"] == 6
     )
-    assert latency["never_triggered"]["server_ms"]["recall"]["p95"] < 1  # archive empty: skipped
+    # With an empty archive recall is skipped: no turn recalled anything (a count, not a time:
+    # its stage's milliseconds grow with the machine's load).
+    assert latency["never_triggered_recalls"] == 0
     steady = latency["steady_with_recall"]["client_ms"]["n"]
     assert steady + latency["offload_turns_with_recall"]["client_ms"]["n"] == 6
     assert latency["offload_turns"]["client_ms"]["n"] > 0  # the recall-off twin offloaded
