@@ -18,7 +18,8 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
@@ -352,3 +353,26 @@ class AsyncEbbtide(_Base):
 
     async def __aexit__(self, *_: object) -> None:
         await self.aclose()
+
+
+@contextmanager
+def sync_client(given: Ebbtide | str, api_key: str | None = None) -> Iterator[Ebbtide]:
+    """`given` itself when it is a client (whoever made it closes it), else a client of that
+    base URL, closed when the block ends: adapters that are handed a URL leak no socket."""
+    if isinstance(given, Ebbtide):
+        yield given
+        return
+    with Ebbtide(given, api_key) as made:
+        yield made
+
+
+@asynccontextmanager
+async def async_client(
+    given: AsyncEbbtide | str, api_key: str | None = None
+) -> AsyncIterator[AsyncEbbtide]:
+    """As `sync_client`, for the async client."""
+    if isinstance(given, AsyncEbbtide):
+        yield given
+        return
+    async with AsyncEbbtide(given, api_key) as made:
+        yield made

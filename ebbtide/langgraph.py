@@ -11,7 +11,10 @@
 The graph's state keeps the whole conversation; before each model call the hook posts it to
 Ebbtide as a whole history (`whole_history`: only what the session lacks is stored) and answers
 `llm_input_messages`, the prompt Ebbtide assembled, leaving the state as it is. The session is
-the thread id unless `session_of` says otherwise. Install with `pip install 'ebbtide[langgraph]'`.
+the thread id unless `session_of` says otherwise. `ebbtide` is a client (its caller closes it)
+or Ebbtide's base URL (a client is made for each call and closed after it). LangGraph 1
+deprecates `create_react_agent` for `langchain.agents.create_agent`: its middleware is
+`ebbtide.langchain.EbbtideMiddleware`. Install with `pip install 'ebbtide[langgraph]'`.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, convert_to_messages, convert_to_openai_messages
 from langchain_core.runnables import RunnableConfig
 
-from ebbtide.client import AsyncEbbtide, Ebbtide
+from ebbtide.client import AsyncEbbtide, Ebbtide, async_client, sync_client
 from ebbtide.types import TurnResult
 
 State = dict[str, Any]
@@ -47,7 +50,7 @@ def _llm_input(turn: TurnResult) -> State:
 
 
 def pre_model_hook(
-    ebbtide: Ebbtide,
+    ebbtide: Ebbtide | str,
     *,
     model: str,
     context_window: int | None = None,
@@ -56,20 +59,21 @@ def pre_model_hook(
     """The hook for a graph run synchronously (`invoke`, `stream`)."""
 
     def hook(state: State, config: RunnableConfig) -> State:
-        turn = ebbtide.turn(
-            session_of(config),
-            _history(state),
-            whole_history=True,
-            model=model,
-            context_window=context_window,
-        )
+        with sync_client(ebbtide) as client:
+            turn = client.turn(
+                session_of(config),
+                _history(state),
+                whole_history=True,
+                model=model,
+                context_window=context_window,
+            )
         return _llm_input(turn)
 
     return hook
 
 
 def async_pre_model_hook(
-    ebbtide: AsyncEbbtide,
+    ebbtide: AsyncEbbtide | str,
     *,
     model: str,
     context_window: int | None = None,
@@ -78,13 +82,14 @@ def async_pre_model_hook(
     """The hook for a graph run asynchronously (`ainvoke`, `astream`)."""
 
     async def hook(state: State, config: RunnableConfig) -> State:
-        turn = await ebbtide.turn(
-            session_of(config),
-            _history(state),
-            whole_history=True,
-            model=model,
-            context_window=context_window,
-        )
+        async with async_client(ebbtide) as client:
+            turn = await client.turn(
+                session_of(config),
+                _history(state),
+                whole_history=True,
+                model=model,
+                context_window=context_window,
+            )
         return _llm_input(turn)
 
     return hook

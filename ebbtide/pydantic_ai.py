@@ -1,28 +1,34 @@
-"""A pydantic-ai history processor that puts every model request's context through Ebbtide.
+"""A pydantic-ai capability that shows the model Ebbtide's window and leaves the agent's
+history alone.
 
     from pydantic_ai import Agent
-    from pydantic_ai.capabilities import ProcessHistory
     from ebbtide.client import AsyncEbbtide
-    from ebbtide.pydantic_ai import history_processor
+    from ebbtide.pydantic_ai import EbbtideWindow
 
-    context = history_processor(AsyncEbbtide(), "ticket-4711", model="gpt-4o")
-    agent = Agent("openai:gpt-4o", capabilities=[ProcessHistory(context)])
+    window = EbbtideWindow(AsyncEbbtide(), "ticket-4711", model="gpt-4o")
+    agent = Agent("openai:gpt-4o", capabilities=[window])
+    result = await agent.run("...", message_history=earlier.all_messages())
 
-Before each model request the processor sends the run's whole history to Ebbtide
-(`whole_history`: only what the session lacks is stored) as Chat Completions messages and
-answers Ebbtide's prompt as pydantic-ai messages: the system prompt, the notes, the window
-and the recalled text, the newest request last. Text, tool calls and tool returns cross both
-ways; thinking parts and other parts that have no Chat Completions form stay behind.
-`session` is a session id, or a function of the run context (its deps, for instance).
-Install with `pip install 'ebbtide[pydantic-ai]'`.
+Before each model request the capability sends the run's whole history to Ebbtide
+(`whole_history`: only what the session lacks is stored) as Chat Completions messages, and
+the model is asked with Ebbtide's prompt as pydantic-ai messages: the system prompt, the
+notes, the window and the recalled text, the newest request last. It wraps the request
+(`wrap_model_request`) rather than processing the history: what pydantic-ai keeps —
+`result.all_messages()`, what the next run is given — grows exactly as it would without
+Ebbtide, so Ebbtide never reads a shrunk history as an edit. Text, tool calls and tool
+returns cross both ways; thinking parts and other parts that have no Chat Completions form
+stay behind. `session` is a session id, or a function of the run context (its deps, for
+instance). Supported: pydantic-ai 2.0 and later (`pip install 'ebbtide[pydantic-ai]'`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic_ai import RunContext
+from pydantic_ai.capabilities import AbstractCapability, WrapModelRequestHandler
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -36,11 +42,12 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
+from pydantic_ai.models import ModelRequestContext
 
 from ebbtide.client import AsyncEbbtide
 
 JsonObject = dict[str, Any]
-Processor = Callable[[RunContext[Any], list[ModelMessage]], Awaitable[list[ModelMessage]]]
+SessionOf = Callable[[RunContext[Any]], str]
 
 
 def _user_text(part: UserPromptPart) -> str:
@@ -146,24 +153,52 @@ def from_openai(messages: Sequence[JsonObject]) -> list[ModelMessage]:
     return out
 
 
-def history_processor(
-    ebbtide: AsyncEbbtide,
-    session: str | Callable[[RunContext[Any]], str],
-    *,
-    model: str,
-    context_window: int | None = None,
-) -> Processor:
-    """The processor; hand it to `ProcessHistory` (pydantic-ai 2) or `history_processors`."""
+def _with_instructions(window: list[ModelMessage], history: Sequence[ModelMessage]) -> None:
+    """pydantic-ai 2.0 reads a run's instructions off the newest request of what it sends:
+    the window's newest request carries the history's."""
+    newest = history[-1] if history else None
+    if window and isinstance(window[-1], ModelRequest) and isinstance(newest, ModelRequest):
+        window[-1].instructions = newest.instructions
 
-    async def process(ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:
-        session_id = session if isinstance(session, str) else session(ctx)
-        turn = await ebbtide.turn(
-            session_id,
-            to_openai(messages),
+
+@dataclass
+class EbbtideWindow(AbstractCapability[Any]):
+    """Each model request of the agent asked with Ebbtide's window of its whole history."""
+
+    ebbtide: AsyncEbbtide
+    session: str | SessionOf
+    model: str
+    context_window: int | None = None
+
+    def session_of(self, ctx: RunContext[Any]) -> str:
+        return self.session if isinstance(self.session, str) else self.session(ctx)
+
+    async def window(
+        self, ctx: RunContext[Any], history: Sequence[ModelMessage]
+    ) -> list[ModelMessage]:
+        """Ebbtide's prompt for `history`, as pydantic-ai messages."""
+        turn = await self.ebbtide.turn(
+            self.session_of(ctx),
+            to_openai(history),
             whole_history=True,
-            model=model,
-            context_window=context_window,
+            model=self.model,
+            context_window=self.context_window,
         )
-        return from_openai(turn.messages)
+        window = from_openai(turn.messages)
+        _with_instructions(window, history)
+        return window
 
-    return process
+    async def wrap_model_request(
+        self,
+        ctx: RunContext[Any],
+        *,
+        request_context: ModelRequestContext,
+        handler: WrapModelRequestHandler,
+    ) -> ModelResponse:
+        # The request's own list, replaced: the run's history (ctx.messages) is not touched.
+        request_context.messages = await self.window(ctx, list(request_context.messages))
+        return await handler(request_context)
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None  # holds a client: not part of an agent's spec

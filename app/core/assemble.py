@@ -16,6 +16,11 @@ before; tool results stay right after the call that asked for them.
   window, and the end of the prompt; Anthropic takes four at most, so markers the client
   put on message blocks give way (those on its system blocks are kept).
 - `responses`: Responses API input items, laid out as `openai`.
+
+In every format the conversation after the system messages opens with a user turn: a window
+whose oldest messages were offloaded may start with the model's reply or a tool result, and
+chat templates (Qwen's, Mistral's) and several providers refuse that, so a placeholder user
+line (`ARCHIVED_OPENING`) goes first. It stays until the window's front moves, at an offload.
 """
 
 from __future__ import annotations
@@ -119,7 +124,21 @@ def assemble(parts: PromptParts) -> Prompt:
         else:
             body.extend(render(entry))
     head = _leading(parts, Format.RESPONSES if as_responses else Format.OPENAI)
-    return Prompt(parts.format, head + body)
+    return Prompt(parts.format, opened_by_user(head + body))
+
+
+def opened_by_user(messages: list[JsonObject]) -> list[JsonObject]:
+    """`messages` with the placeholder user line before the first one that is not a system
+    message, when that one is not the user's (an assistant message, a tool result, or a
+    Responses item such as a function call)."""
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role in ("system", "developer"):
+            continue
+        if role == "user":
+            return messages
+        return [*messages[:index], {"role": "user", "content": ARCHIVED_OPENING}, *messages[index:]]
+    return messages
 
 
 def _leading(parts: PromptParts, fmt: Format) -> list[JsonObject]:
@@ -182,10 +201,8 @@ def _single_system(parts: PromptParts) -> Prompt:
             body.append(out)
     if pending:
         body.append({"role": "user", "content": "\n\n".join(pending)})
-    if body and body[0].get("role") != "user":
-        body.insert(0, {"role": "user", "content": ARCHIVED_OPENING})
     head = [{"role": "system", "content": system}] if system else []
-    return Prompt(parts.format, head + body)
+    return Prompt(parts.format, opened_by_user(head + body))
 
 
 def _as_user_if_system(message: Message) -> Message:

@@ -22,6 +22,7 @@ from langchain_core.messages import (
 from openai.types.chat import ChatCompletion
 
 from app.core.blobs import BLOB_REF_PREFIX
+from app.core.formats.anthropic import ARCHIVED_OPENING
 from tests.sdk_types import (
     ANTHROPIC_MESSAGE,
     ANTHROPIC_SYSTEM_BLOCK,
@@ -60,6 +61,9 @@ def exact(messages: list[dict[str, Any]]) -> list[str]:
     return [json.dumps(m) for m in messages]
 
 
+OPENING = {"role": "user", "content": ARCHIVED_OPENING}
+
+
 async def test_openai_messages_of_every_shape_come_back_as_posted(
     client: httpx.AsyncClient,
 ) -> None:
@@ -76,7 +80,8 @@ async def test_openai_messages_of_every_shape_come_back_as_posted(
         body = await turn(client, "oa", messages=new)
         posted += new
         assert body["prompt_format"] == "openai" and body["system"] is None
-        assert exact(body["messages"]) == exact(posted)
+        # the conversation opens with a reply: the placeholder user line goes first
+        assert exact(body["messages"]) == exact([OPENING, *posted])
 
 
 async def test_a_tool_loop_with_thinking_signatures_keeps_them_unchanged(

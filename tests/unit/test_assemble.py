@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from app.core.assemble import NOTES_HEADER, RECALL_HEADER, PromptParts, assemble
 from app.core.formats import SystemPrompt
+from app.core.formats.anthropic import ARCHIVED_OPENING
 from app.core.types import RecalledText
 from tests.builders import assistant, make_window_message, user
 
@@ -51,10 +52,11 @@ def test_without_extras_the_prompt_is_the_window_in_openai_format() -> None:
     window = [make_window_message(seq=1, turn=1, message=assistant(None, [("c1", "f")]))]
     prompt = assemble(PromptParts(system=None, notes=None, window=window, current_turn=1)).messages
     assert prompt == [
+        {"role": "user", "content": ARCHIVED_OPENING},  # no prompt opens with the model's turn
         {
             "role": "assistant",
             "tool_calls": [
                 {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"q": 1}'}}
             ],
-        }
+        },
     ]

@@ -17,6 +17,8 @@ from typing import Any
 import jinja2
 import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from mistral_common.integrations.chat_templates.chat_templates import generate_chat_template
+from mistral_common.tokens.tokenizers.base import TokenizerVersion
 
 from app.core.assemble import (
     CACHE_BREAKPOINT,
@@ -190,16 +192,86 @@ def test_openai_prompt_keeps_every_message_as_posted_and_recall_before_the_quest
     system = SystemPrompt("be kind", Format.OPENAI, [{"role": "developer", "content": "be kind"}])
     out = prompt(PromptFormat.OPENAI, system=system)
     assert out.messages[0] == {"role": "developer", "content": "be kind"}
-    assert out.messages[2:] == [
-        *(raw for _, raw in WINDOW[:-1]),
-        {"role": "system", "content": RECALLED},
-        WINDOW[-1][1],
-    ]
+    assert (
+        out.messages[2:]
+        == [
+            {"role": "user", "content": ARCHIVED_OPENING},  # the window opens with a reply
+            *(raw for _, raw in WINDOW[:-1]),
+            {"role": "system", "content": RECALLED},
+            WINDOW[-1][1],
+        ]
+    )
 
 
 def test_responses_prompt_is_input_items() -> None:
     out = prompt(PromptFormat.RESPONSES)
     kinds = [m.get("type", m.get("role")) for m in out.messages]
-    assert kinds[:2] == ["system", "system"]
+    assert kinds[:3] == ["system", "system", "user"]
+    assert out.messages[2] == {"role": "user", "content": ARCHIVED_OPENING}
     assert "function_call" in kinds and kinds.count("function_call_output") == 2
     assert out.messages[-2] == {"role": "system", "content": RECALLED}
+
+
+def first_after_system(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    return next(m for m in messages if m.get("role") not in ("system", "developer"))
+
+
+# Windows an offload can leave: opening with the model's reply, or with its tool call.
+OPENINGS = {
+    "reply": WINDOW,
+    "tool call": WINDOW[2:],
+}
+
+
+@pytest.mark.parametrize("fmt", list(PromptFormat))
+@pytest.mark.parametrize("opening", list(OPENINGS))
+def test_no_prompt_opens_with_the_models_turn(fmt: PromptFormat, opening: str) -> None:
+    out = prompt(fmt, window=window(OPENINGS[opening]))
+    first = first_after_system(out.messages)
+    assert first["role"] == "user"
+    assert ARCHIVED_OPENING in str(first["content"])
+    opened = prompt(fmt, window=window(WINDOW[1:]))  # a window that opens with the user
+    assert ARCHIVED_OPENING not in json.dumps(opened.messages)
+
+
+def mistral_render(messages: list[dict[str, Any]]) -> str:
+    """Mistral's chat template as mistral-common (a dependency) generates it for its v3
+    tokenizer: it refuses a conversation that does not open with the user."""
+    template = generate_chat_template(
+        spm=False,
+        tokenizer_version=TokenizerVersion.v3,
+        image_support=False,
+        audio_support=False,
+        thinking_support=False,
+        default_system_prompt=None,
+        plain_thinking_support=False,
+        use_special_token_variables=True,
+        model_settings_fields=None,
+        reasoning_effort_values=None,
+        reasoning_effort_default=None,
+    )
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+
+    def raise_exception(message: str) -> None:
+        raise jinja2.exceptions.TemplateError(message)
+
+    env.globals["raise_exception"] = raise_exception
+    return env.from_string(template).render(
+        messages=messages, bos_token="<s>", eos_token="</s>", add_generation_prompt=True
+    )
+
+
+# Mistral's template asks for tool call ids of nine characters: the chat without the tools.
+CHAT = [row for row in WINDOW if row[1]["role"] in ("user", "assistant") and row[1]["content"]]
+
+
+def test_the_single_system_prompt_is_what_mistrals_template_accepts() -> None:
+    out = prompt(PromptFormat.OPENAI_SINGLE_SYSTEM, window=window(CHAT))
+    rendered = mistral_render(out.messages)
+    assert rendered.startswith(f"<s>[INST]{ARCHIVED_OPENING}[/INST]")
+    assert rendered.rstrip().endswith("Does that fit what we agreed?[/INST]")
+    qwen_render(out.messages)  # and Qwen's
+    # The control: the same window without the opening line is refused.
+    without = [m for m in out.messages if m.get("content") != ARCHIVED_OPENING]
+    with pytest.raises(jinja2.exceptions.TemplateError, match="must start with a user message"):
+        mistral_render(without)
