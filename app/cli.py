@@ -267,7 +267,11 @@ def startup_banner(settings: Settings, ctx: ServiceContext, *, keys: bool, docs:
     base = f"http://{settings.host}:{settings.port}"
     pages = [f"inspector {base}/ui/" if settings.inspector.enabled else "inspector off"]
     pages.append(f"API docs {base}/docs" if docs else "API docs off (EBBTIDE_DOCS=true)")
-    lines = [f"data: {data}", access, embedder, ", ".join(pages), f"serving on {base}"]
+    proxy = (
+        f"proxy: /v1/chat/completions to {settings.proxy.openai_base_url}, "
+        f"/v1/messages to {settings.proxy.anthropic_base_url}"
+    )
+    lines = [f"data: {data}", access, embedder, proxy, ", ".join(pages), f"serving on {base}"]
     engine = ctx.database.detected_engine
     if engine is not None:  # as /readyz reports it
         lines.insert(1, json.dumps({"engine": asdict(engine)}))
@@ -408,7 +412,17 @@ def write_openapi(path: Path) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="ebbtide", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("serve", help="migrate, then serve HTTP on HOST:PORT")
+    serving = commands.add_parser("serve", help="migrate, then serve HTTP on HOST:PORT")
+    serving.add_argument("--host", default=None, help="default: HOST or EBBTIDE_HOST, 127.0.0.1")
+    serving.add_argument(
+        "--port", type=int, default=None, help="default: PORT or EBBTIDE_PORT, 8000"
+    )
+    serving.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="where the embedded Postgres lives (default: EBBTIDE_DATA_DIR, .ebbtide)",
+    )
     commands.add_parser("migrate", help="alembic upgrade head")
     commands.add_parser("mcp", help="serve the memory tool over MCP on stdio")
     distributing = commands.add_parser(
@@ -504,9 +518,15 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"ebbtide: {e}")
 
 
+def serve_settings(settings: Settings, args: argparse.Namespace) -> Settings:
+    """The settings with `serve`'s options over the environment's."""
+    given = {"host": args.host, "port": args.port, "data_dir": args.data_dir}
+    return settings.model_copy(update={k: v for k, v in given.items() if v is not None})
+
+
 def _run_command(args: argparse.Namespace, settings: Settings) -> None:
     if args.command == "serve":
-        serve(settings)
+        serve(serve_settings(settings, args))
     elif args.command == "mcp":
         mcp_stdio(settings)
     elif args.command == "migrate":

@@ -85,9 +85,16 @@ class ChatCompletionsBody(BaseModel):
     tools: list[JsonObject] | None = None
     stream: bool | None = None
     user: str | None = None
+    safety_identifier: str | None = None  # OpenAI's successor of `user`
 
     def read(self) -> tuple[SystemPrompt | None, list[Message]]:
         return system_from_leading(Format.OPENAI, None, read_messages(Format.OPENAI, self.messages))
+
+    def session_fallback(self) -> tuple[str | None, str]:
+        """The session a client that cannot set headers names, and the field it came in."""
+        if self.user is None and self.safety_identifier is not None:
+            return self.safety_identifier, "safety_identifier"
+        return self.user, "user"
 
 
 class AnthropicMetadata(BaseModel):
@@ -351,7 +358,7 @@ async def chat_completions(
     forwarded to `EBBTIDE_PROXY__OPENAI_BASE_URL`, the upstream's answer back."""
 
     def headers_of(body: ChatCompletionsBody) -> CallHeaders:
-        session_id = _session(session, body.user, "user")
+        session_id = _session(session, *body.session_fallback())
         return CallHeaders(ProxyRoute.CHAT_COMPLETIONS, tenant, session_id, context_window, recall)
 
     return await _proxied(ctx, request, tenant, ChatCompletionsBody, headers_of)

@@ -278,7 +278,8 @@ def resolve_config(
     window = inp.context_window or snap.context_window or window_for_model(model)
     if window is None:
         raise UnknownModel(
-            f"no context window is known for model {model!r}; send context_window",
+            f"no context window is known for model {model!r}; send context_window "
+            "(through the proxy: the X-Ebbtide-Context-Window header)",
             field="context_window",
             model=model,
         )

@@ -12,6 +12,7 @@ import hashlib
 import math
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from collections.abc import Sequence
@@ -67,7 +68,10 @@ def _exit_with(parent: int) -> None:
 
 def _start_niced_model(nice: int, threads: int, parent: int) -> None:
     """In the background embedder's process: end with `parent`, lower its priority and cap
-    its OpenMP threads (read when the engine loads), then load the model."""
+    its OpenMP threads (read when the engine loads), then load the model. Ctrl+C reaches the
+    whole process group: this process leaves it to the parent, which ends it (no
+    KeyboardInterrupt traceback of the pool's worker on the terminal)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
     os.nice(nice)
     os.environ["OMP_NUM_THREADS"] = str(threads)

@@ -171,6 +171,20 @@ async def test_a_call_without_a_session_is_refused_before_anything_is_forwarded(
         model="gpt-4o", messages=[{"role": "user", "content": "Hi"}], user="p1"
     )
     assert await proxy.stored("p1") == [(1, "user", "window"), (2, "assistant", "window")]
+    # and `safety_identifier`, OpenAI's successor of `user`
+    await client.chat.completions.create(
+        model="gpt-4o", messages=[{"role": "user", "content": "Hi"}], safety_identifier="p2"
+    )
+    assert await proxy.stored("p2") == [(1, "user", "window"), (2, "assistant", "window")]
+
+
+async def test_an_unknown_model_is_told_which_header_names_its_window(proxy: Proxy) -> None:
+    client = proxy.openai()
+    with pytest.raises(openai.UnprocessableEntityError, match="X-Ebbtide-Context-Window"):
+        await client.chat.completions.create(
+            model="no-such-model", messages=[{"role": "user", "content": "Hi"}]
+        )
+    assert proxy.upstream.seen == []
 
 
 @pytest.mark.parametrize(

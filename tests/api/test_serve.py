@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
 import httpx
+import pytest
 
+from app.cli import main, serve_settings
 from tests.api.live import LiveServer, serving
+from tests.conftest import make_settings
 
 
 def test_serve_starts_embedded_postgres_migrates_and_answers_turns(tmp_path: Path) -> None:
@@ -31,6 +35,8 @@ def test_serve_starts_embedded_postgres_migrates_and_answers_turns(tmp_path: Pat
         "ebbtide: API keys off (development mode, loopback only)",
         "ebbtide: embedder multilingual-e5-small-q4 (local); offloads queue their embedding for a "
         "worker in this process",
+        "ebbtide: proxy: /v1/chat/completions to https://api.openai.com/v1, /v1/messages to "
+        "https://api.anthropic.com",
         f"ebbtide: inspector {base}/ui/, API docs {base}/docs",
         f"ebbtide: serving on {base}",
     ):
@@ -54,3 +60,16 @@ def test_with_keys_the_docs_and_the_schema_are_not_served(
     said = live.log.read_text()
     assert "ebbtide: API keys on: every call needs one" in said
     assert f"ebbtide: inspector {live.base}/ui/, API docs off (EBBTIDE_DOCS=true)" in said
+
+
+def test_serve_options_take_the_place_of_the_environment(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    shown = capsys.readouterr().out
+    assert all(option in shown for option in ("--host", "--port", "--data-dir"))
+    settings = make_settings()
+    args = argparse.Namespace(host="0.0.0.0", port=9001, data_dir=None)
+    chosen = serve_settings(settings, args)
+    assert (chosen.host, chosen.port, chosen.data_dir) == ("0.0.0.0", 9001, settings.data_dir)
