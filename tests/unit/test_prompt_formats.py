@@ -150,15 +150,21 @@ def test_anthropic_keeps_the_clients_system_markers_and_stays_within_four() -> N
     assert on_system == 3 and on_messages == 1 and "cache_control" in blocks(out.messages[-1])[-1]
 
 
-def qwen_render(messages: list[dict[str, Any]]) -> str:
-    """What vLLM and llama.cpp do: arguments as objects, then the template."""
+def template_environment() -> ImmutableSandboxedEnvironment:
+    """A sandbox as serving stacks render chat templates in, `raise_exception` included."""
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    env.filters["tojson"] = lambda value, **_: json.dumps(value, ensure_ascii=False)
 
     def raise_exception(message: str) -> None:
         raise jinja2.exceptions.TemplateError(message)
 
     env.globals["raise_exception"] = raise_exception
+    return env
+
+
+def qwen_render(messages: list[dict[str, Any]]) -> str:
+    """What vLLM and llama.cpp do: arguments as objects, then the template."""
+    env = template_environment()
+    env.filters["tojson"] = lambda value, **_: json.dumps(value, ensure_ascii=False)
     messages = copy.deepcopy(messages)
     for message in messages:
         for call in message.get("tool_calls") or []:
@@ -250,14 +256,10 @@ def mistral_render(messages: list[dict[str, Any]]) -> str:
         reasoning_effort_values=None,
         reasoning_effort_default=None,
     )
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-
-    def raise_exception(message: str) -> None:
-        raise jinja2.exceptions.TemplateError(message)
-
-    env.globals["raise_exception"] = raise_exception
-    return env.from_string(template).render(
-        messages=messages, bos_token="<s>", eos_token="</s>", add_generation_prompt=True
+    return (
+        template_environment()
+        .from_string(template)
+        .render(messages=messages, bos_token="<s>", eos_token="</s>", add_generation_prompt=True)
     )
 
 
