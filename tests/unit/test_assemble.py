@@ -60,3 +60,12 @@ def test_without_extras_the_prompt_is_the_window_in_openai_format() -> None:
             ],
         },
     ]
+
+
+def test_a_prompt_of_system_messages_only_gets_no_opening_line() -> None:
+    # A window emptied by offload leaves the system prompt and the notes: there is no turn of
+    # the model's to precede, so no placeholder user line is added.
+    prompt = assemble(
+        PromptParts(system=SystemPrompt("rules"), notes="goal: x", window=[], current_turn=1)
+    ).messages
+    assert [m["role"] for m in prompt] == ["system", "system"]
