@@ -71,8 +71,9 @@ PROVIDER_CACHED_TOKENS = Counter(
 PROXY_CALLS = Counter(
     "ebbtide_proxy_calls",
     "Calls through the OpenAI- and Anthropic-compatible endpoints, by route and outcome "
-    "(recorded; upstream_error: the provider's 4xx/5xx; unreachable; timeout; cut: the "
-    "stream ended before it said it was complete; unrecorded: the reply could not be stored).",
+    "(recorded; passed: a model list or token count answered; upstream_error: the "
+    "provider's 4xx/5xx; unreachable; timeout; cut: the stream ended before it said it was "
+    "complete; unrecorded: the reply could not be stored).",
     ["route", "outcome"],
 )
 UPSTREAM_RETRIES = Counter(
@@ -220,7 +221,7 @@ def observe_provider_usage(prompt_tokens: int | None, cached_tokens: int | None)
 
 
 def count_proxy_call(route: str, outcome: str) -> None:
-    """One proxy call's outcome (recorded, upstream_error, unavailable, timeout, cut,
+    """One proxy call's outcome (recorded, passed, upstream_error, unavailable, timeout, cut,
     unrecorded)."""
     PROXY_CALLS.labels(route=route, outcome=outcome).inc()
 

@@ -1,6 +1,8 @@
 """One table from domain errors to HTTP, and the single error body renderer.
 
-Every error answers `{"error": {"code", "message", "details"}}`. Bad input is a 4xx and the
+Every error answers `{"error": {"code", "message", "details"}}`, but on the proxy's routes
+(`/v1/…`), which answer in the error shape of the provider the caller's SDK speaks, so that
+it raises its own typed error (app.core.proxy.provider_error). Bad input is a 4xx and the
 request wrote nothing (validation happens before any write).
 """
 
@@ -11,6 +13,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -18,6 +21,7 @@ from app.api.message_schemas import MESSAGE_TAGS
 from app.api.schemas import TURN_FORMATS, ErrorBody
 from app.core import errors
 from app.core.memory_tool import MemoryType
+from app.core.proxy import Provider, provider_error
 from app.core.types import JsonObject
 
 STATUS_BY_ERROR: dict[type[errors.DomainError], int] = {
@@ -26,6 +30,7 @@ STATUS_BY_ERROR: dict[type[errors.DomainError], int] = {
     errors.TurnExceedsBudget: 413,
     errors.InvalidPolicyOverride: 422,
     errors.InvalidTurn: 422,
+    errors.UnsupportedParameter: 422,
     errors.OrphanToolResult: 422,
     errors.TooManyMessages: 422,
     errors.OverLimit: 422,
@@ -74,8 +79,33 @@ ERROR_RESPONSES: dict[int | str, JsonObject] = {
 }
 
 
-def error_response(status: int, code: str, message: str, details: Any = None) -> JSONResponse:
-    body = {"error": {"code": code, "message": message, "details": details or {}}}
+PROXY_PATHS = "/v1/"
+
+
+def provider_of(path: str, headers: Headers) -> Provider | None:
+    """Whose error shape a request is answered in: a proxy route's provider (Anthropic's for
+    Messages and for any call from its SDK, which always sends `anthropic-version`; OpenAI's
+    for the rest), None for Ebbtide's own API."""
+    if not path.startswith(PROXY_PATHS):
+        return None
+    if path.startswith("/v1/messages") or "anthropic-version" in headers:
+        return Provider.ANTHROPIC
+    return Provider.OPENAI
+
+
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    details: Any = None,
+    provider: Provider | None = None,
+) -> JSONResponse:
+    details = details or {}
+    body = (
+        {"error": {"code": code, "message": message, "details": details}}
+        if provider is None
+        else provider_error(provider, status, code, message, details)
+    )
     headers = {"Retry-After": "1"} if status == 503 else None
     if status == 429:
         headers = {"Retry-After": str((details or {}).get("retry_after_s", 1))}
@@ -91,9 +121,15 @@ def status_for(error: errors.DomainError) -> int:
     return 400
 
 
-async def _domain_error(_: Request, error: Exception) -> JSONResponse:
+def _provider(request: Request) -> Provider | None:
+    return provider_of(request.url.path, request.headers)
+
+
+async def _domain_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, errors.DomainError)
-    return error_response(status_for(error), error.code, error.message, error.details)
+    return error_response(
+        status_for(error), error.code, error.message, error.details, _provider(request)
+    )
 
 
 def _field_path(location: tuple[Any, ...]) -> str:
@@ -118,15 +154,16 @@ def _memory_type_unknown(item: Any) -> bool:
     return str(item.get("type", "")).startswith("union_tag_") and discriminator == "'type'"
 
 
-async def _validation_error(_: Request, error: Exception) -> JSONResponse:
+async def _validation_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, RequestValidationError)
+    provider = _provider(request)
     problems = [
         {"field": _field_path(tuple(item.get("loc", ()))), "problem": item.get("msg", "")}
         for item in error.errors()
     ]
     if any(item.get("type") == "json_invalid" for item in error.errors()):
         return error_response(
-            400, "malformed_json", "the body is not valid JSON", {"problems": problems}
+            400, "malformed_json", "the body is not valid JSON", {"problems": problems}, provider
         )
     if any(_memory_type_unknown(item) for item in error.errors()):
         valid = ", ".join(t.value for t in MemoryType)
@@ -138,17 +175,21 @@ async def _validation_error(_: Request, error: Exception) -> JSONResponse:
         )
     first = problems[0] if problems else {"field": "body", "problem": "invalid"}
     return error_response(
-        422, "invalid_request", f"{first['field']}: {first['problem']}", {"problems": problems}
+        422,
+        "invalid_request",
+        f"{first['field']}: {first['problem']}",
+        {"problems": problems},
+        provider,
     )
 
 
-async def _http_error(_: Request, error: Exception) -> JSONResponse:
+async def _http_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, StarletteHTTPException)
     # FastAPI answers 400 only when it cannot parse the body (invalid UTF-8, too deep JSON).
     code = {400: "malformed_json", 404: "not_found", 405: "method_not_allowed"}.get(
         error.status_code, "http_error"
     )
-    return error_response(error.status_code, code, str(error.detail))
+    return error_response(error.status_code, code, str(error.detail), None, _provider(request))
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -198,6 +239,7 @@ class BodySizeLimit:
             "body_too_large",
             f"the request body is larger than {limit} bytes",
             {"max_bytes": limit},
+            provider_of(scope.get("path", ""), Headers(scope=scope)),
         )
         await response(scope, receive, send)
 

@@ -1,9 +1,11 @@
 """The OpenAI- and Anthropic-compatible endpoints (docs/PROXY.md): an unmodified SDK points
 its base URL here and context management happens on the way to the model.
 
-Ebbtide's own errors (no session, a bad message, an unknown model) answer in Ebbtide's error
-body before anything is forwarded; the upstream's answers, errors included, come back with
-its status, headers and body.
+Chat Completions, Responses and Messages calls are turns; the model list and Anthropic's
+token count pass through untouched. Ebbtide's own refusals (no session, a bad message, an
+unknown model, a limit) answer before anything is forwarded, in the provider's error shape
+(app.api.errors); the upstream's answers, errors included, come back with its status, the
+headers a client reads, and its body.
 """
 
 from __future__ import annotations
@@ -14,15 +16,20 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
 
-from fastapi import APIRouter, Depends, FastAPI, Header, Request
+from fastapi import APIRouter, Depends, FastAPI, Header, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.json_schema import models_json_schema
 
 from app.api.deps import proxy_tenant, service_context
 from app.api.errors import ERROR_RESPONSES
-from app.api.message_schemas import AnthropicMessage, OpenAIMessage, SystemTextBlock
+from app.api.message_schemas import (
+    AnthropicMessage,
+    OpenAIMessage,
+    ResponsesItem,
+    SystemTextBlock,
+)
 from app.api.routes import check_limits
 from app.api.schemas import (
     SESSION_ID_PATTERN,
@@ -30,17 +37,25 @@ from app.api.schemas import (
     read_messages,
     system_from_leading,
 )
-from app.core.errors import InvalidSessionId, MissingSession
-from app.core.formats import SystemPrompt
+from app.core.errors import InvalidSessionId, MissingSession, UnsupportedParameter
+from app.core.formats import SystemPrompt, leading_system
 from app.core.messages import Format, JsonObject, Message
-from app.core.proxy import FORWARDED_HEADERS, ProxyRoute, UpstreamReply, relayed_headers
+from app.core.proxy import (
+    FORWARDED_HEADERS,
+    Provider,
+    ProxyRoute,
+    UpstreamReply,
+    relayed_headers,
+)
 from app.core.results import RecallMode
 from app.services.context import ServiceContext
 from app.services.proxy import (
+    PassThrough,
     PreparedCall,
     ProxyCall,
     forward,
     open_stream,
+    pass_through,
     prepare_call,
     relay,
 )
@@ -86,15 +101,67 @@ class ChatCompletionsBody(BaseModel):
     stream: bool | None = None
     user: str | None = None
     safety_identifier: str | None = None  # OpenAI's successor of `user`
+    n: int | None = None
 
     def read(self) -> tuple[SystemPrompt | None, list[Message]]:
+        if self.n is not None and self.n > 1:
+            raise UnsupportedParameter(
+                "n > 1 is not supported through Ebbtide: a turn records one reply, and the "
+                "next call carries the one the application kept; send n separate calls",
+                field="n",
+            )
         return system_from_leading(Format.OPENAI, None, read_messages(Format.OPENAI, self.messages))
 
     def session_fallback(self) -> tuple[str | None, str]:
-        """The session a client that cannot set headers names, and the field it came in."""
-        if self.user is None and self.safety_identifier is not None:
-            return self.safety_identifier, "safety_identifier"
-        return self.user, "user"
+        return _session_fallback(self.user, self.safety_identifier)
+
+
+def _session_fallback(user: str | None, safety_identifier: str | None) -> tuple[str | None, str]:
+    """The session a client that cannot set headers names (OpenAI's `user`, or its successor
+    `safety_identifier`), and the field it came in."""
+    if user is None and safety_identifier is not None:
+        return safety_identifier, "safety_identifier"
+    return user, "user"
+
+
+class ResponsesBody(BaseModel):
+    """The fields of a Responses request the proxy reads; every other field is forwarded.
+    `input` is the whole conversation (a string is one user message); `instructions` is the
+    system prompt."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(min_length=1, max_length=256)
+    input: list[ResponsesItem] = Field(min_length=1)
+    instructions: str | None = None
+    tools: list[JsonObject] | None = None
+    stream: bool | None = None
+    user: str | None = None
+    safety_identifier: str | None = None
+    previous_response_id: str | None = None
+    conversation: str | JsonObject | None = None
+
+    @field_validator("input", mode="before")
+    @classmethod
+    def _one_user_message(cls, value: object) -> object:
+        return [{"role": "user", "content": value}] if isinstance(value, str) else value
+
+    def read(self) -> tuple[SystemPrompt | None, list[Message]]:
+        for name in ("previous_response_id", "conversation"):
+            if getattr(self, name) is not None:
+                raise UnsupportedParameter(
+                    f"{name} is not supported through Ebbtide: it keeps the conversation "
+                    "itself, so send the whole conversation as `input` on every call",
+                    field=name,
+                )
+        items = read_messages(Format.RESPONSES, self.input)
+        if self.instructions is not None and leading_system(items):
+            # Both are the provider's: `instructions` is C0, the items stay where they are.
+            return SystemPrompt(self.instructions), items
+        return system_from_leading(Format.RESPONSES, self.instructions, items)
+
+    def session_fallback(self) -> tuple[str | None, str]:
+        return _session_fallback(self.user, self.safety_identifier)
 
 
 class AnthropicMetadata(BaseModel):
@@ -119,10 +186,10 @@ class MessagesBody(BaseModel):
         return anthropic_system(self.system), read_messages(Format.ANTHROPIC, self.messages)
 
 
-Body = TypeVar("Body", ChatCompletionsBody, MessagesBody)
+Body = TypeVar("Body", ChatCompletionsBody, MessagesBody, ResponsesBody)
 # The routes read their bodies themselves (a large one is parsed off the event loop); the
 # OpenAPI document names the models all the same (app.main adds their schemas).
-BODY_MODELS: tuple[type[BaseModel], ...] = (ChatCompletionsBody, MessagesBody)
+BODY_MODELS: tuple[type[BaseModel], ...] = (ChatCompletionsBody, MessagesBody, ResponsesBody)
 
 
 def _documented_body(model: type[BaseModel]) -> JsonObject:
@@ -151,7 +218,10 @@ def document_bodies(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def _validated(model: type[Body], raw: bytes) -> Body:
+Parsed = TypeVar("Parsed", bound=BaseModel)
+
+
+def _validated(model: type[Parsed], raw: bytes) -> Parsed:
     """The body, or the validation error FastAPI raises for a body it parses itself."""
     try:
         return model.model_validate_json(raw)
@@ -183,8 +253,9 @@ def _session(header: str | None, fallback: str | None, fallback_name: str) -> st
 
 
 def forwarded(body: BaseModel) -> JsonObject:
-    """The client's body as it came, but for its messages (replaced by the prompt)."""
-    return body.model_dump(mode="json", exclude_unset=True, exclude={"messages"})
+    """The client's body as it came, but for its messages or input (replaced by the
+    prompt)."""
+    return body.model_dump(mode="json", exclude_unset=True, exclude={"messages", "input"})
 
 
 def _credentials(request: Request) -> tuple[tuple[str, str], ...]:
@@ -386,3 +457,77 @@ async def messages(
         return CallHeaders(ProxyRoute.MESSAGES, tenant, session_id, context_window, recall)
 
     return await _proxied(ctx, request, tenant, MessagesBody, headers_of)
+
+
+@router.post(
+    "/responses",
+    responses={**ERROR_RESPONSES, 502: {"description": "Upstream unreachable"}, 504: {}},
+    openapi_extra=_documented_body(ResponsesBody),
+)
+async def responses(
+    request: Request,
+    ctx: Context,
+    tenant: Tenant,
+    session: SessionHeader = None,
+    context_window: WindowHeader = None,
+    recall: RecallHeader = "auto",
+) -> Response:
+    """OpenAI Responses, streamed or not: the whole conversation as `input` (stateless:
+    `previous_response_id` is refused), the session's prompt forwarded to
+    `EBBTIDE_PROXY__OPENAI_BASE_URL`, the upstream's answer back, its output recorded."""
+
+    def headers_of(body: ResponsesBody) -> CallHeaders:
+        session_id = _session(session, *body.session_fallback())
+        return CallHeaders(ProxyRoute.RESPONSES, tenant, session_id, context_window, recall)
+
+    return await _proxied(ctx, request, tenant, ResponsesBody, headers_of)
+
+
+def _models_provider(request: Request) -> Provider:
+    """Both SDKs list models at `/v1/models`: Anthropic's always sends `anthropic-version`."""
+    return Provider.ANTHROPIC if "anthropic-version" in request.headers else Provider.OPENAI
+
+
+async def _passed_through(ctx: ServiceContext, call: PassThrough) -> Response:
+    return _as_response(await pass_through(ctx, call), {})
+
+
+ModelId = Annotated[str, Path(min_length=1, max_length=256)]
+
+
+@router.get("/models", responses={**ERROR_RESPONSES, 502: {}, 504: {}})
+async def models(request: Request, ctx: Context, _: Tenant) -> Response:
+    """The upstream's model list, as it answers it (Anthropic's when the call carries
+    `anthropic-version`, else OpenAI's)."""
+    call = PassThrough("models", _models_provider(request), "models", None, _credentials(request))
+    return await _passed_through(ctx, call)
+
+
+@router.get("/models/{model_id}", responses={**ERROR_RESPONSES, 502: {}, 504: {}})
+async def model(request: Request, ctx: Context, _: Tenant, model_id: ModelId) -> Response:
+    """One model, as the upstream describes it."""
+    provider = _models_provider(request)
+    call = PassThrough("models", provider, f"models/{model_id}", None, _credentials(request))
+    return await _passed_through(ctx, call)
+
+
+@router.post("/messages/count_tokens", responses={**ERROR_RESPONSES, 502: {}, 504: {}})
+async def count_tokens(request: Request, ctx: Context, tenant: Tenant) -> Response:
+    """Anthropic's token count of the body as sent (the whole history, not the window
+    Ebbtide would send: nothing of the session is read or written)."""
+    raw = await request.body()
+    ctx.throttle.admit(tenant, CallKind.PROXY, len(raw))
+    body = await ctx.throttle.run(_json_object, raw)
+    call = PassThrough(
+        "count_tokens", Provider.ANTHROPIC, "messages/count_tokens", body, _credentials(request)
+    )
+    return await _passed_through(ctx, call)
+
+
+def _json_object(raw: bytes) -> JsonObject:
+    """The body as a JSON object, or the error FastAPI raises for one it cannot parse."""
+    return _validated(_AnyObject, raw).model_dump(mode="json")
+
+
+class _AnyObject(BaseModel):
+    model_config = ConfigDict(extra="allow")

@@ -1,5 +1,6 @@
 """A scripted OpenAI- and Anthropic-compatible model API: the upstream of the proxy's tests and
-of its latency measurement (scripts/measure_proxy.py).
+of its latency measurement (scripts/measure_proxy.py). It serves Chat Completions, Responses
+and Messages, the model list and Anthropic's token count.
 
 It records every request it receives (path, headers, JSON body) and answers from a script:
 a reply (text and tool calls, streamed as the provider streams when asked), an error status
@@ -258,13 +259,102 @@ async def _anthropic_events(body: Json, answer: Answer) -> AsyncIterator[bytes]:
     yield _sse({"type": "message_stop"}, "message_stop")
 
 
+def _responses_output(answer: Answer) -> list[Json]:
+    output: list[Json] = []
+    if answer.text:
+        text = {"type": "output_text", "text": answer.text, "annotations": [], "logprobs": []}
+        output.append(
+            {
+                "id": "msg_scripted",
+                "type": "message",
+                "status": "completed",
+                "role": "assistant",
+                "content": [text],
+            }
+        )
+    output.extend(
+        {
+            "id": f"fc_{c.id}",
+            "type": "function_call",
+            "status": "completed",
+            "call_id": c.id,
+            "name": c.name,
+            "arguments": json.dumps(c.arguments),
+        }
+        for c in answer.calls
+    )
+    return output
+
+
+def _responses_usage(body: Json, answer: Answer) -> Json:
+    prompt = max(1, len(json.dumps(body.get("input"))) // 4)
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": answer.cached_tokens},
+        "output_tokens": 7,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": prompt + 7,
+    }
+
+
+def _response(body: Json, answer: Answer | None, output: list[Json]) -> Json:
+    return {
+        "id": "resp_scripted",
+        "object": "response",
+        "created_at": 0,
+        "status": "completed" if answer is not None else "in_progress",
+        "model": body["model"],
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": body.get("tools") or [],
+        "usage": _responses_usage(body, answer) if answer is not None else None,
+    }
+
+
+async def _responses_events(body: Json, answer: Answer) -> AsyncIterator[bytes]:
+    number = iter(range(1_000_000))
+
+    def event(kind: str, **data: Any) -> bytes:
+        return _sse({"type": kind, "sequence_number": next(number), **data}, kind)
+
+    yield event("response.created", response=_response(body, None, []))
+    output = _responses_output(answer)
+    if answer.text:
+        item = {**output[0], "status": "in_progress", "content": []}
+        yield event("response.output_item.added", output_index=0, item=item)
+        for piece in _pieces(answer.text):
+            yield event(
+                "response.output_text.delta",
+                item_id=item["id"],
+                output_index=0,
+                content_index=0,
+                delta=piece,
+                logprobs=[],
+            )
+            await asyncio.sleep(0)
+        if answer.kind == "cut":
+            raise _CutStream
+        yield event("response.output_item.done", output_index=0, item=output[0])
+    for index, item in enumerate(output[1:] if answer.text else output):
+        yield event("response.output_item.done", output_index=index, item=item)
+    yield event("response.completed", response=_response(body, answer, output))
+
+
+MODELS = ("scripted-small", "scripted-large")
+
+
 class ScriptedUpstream:
     def __init__(self) -> None:
         self.seen: list[Seen] = []
         self.script: deque[Answer] = deque()
         self.app = FastAPI()
         self.app.post("/v1/chat/completions")(self._chat_completions)
+        self.app.post("/v1/responses")(self._responses)
         self.app.post("/v1/messages")(self._messages)
+        self.app.post("/v1/messages/count_tokens")(self._count_tokens)
+        self.app.get("/v1/models")(self._models)
+        self.app.get("/v1/models/{model_id}")(self._model)
 
     def then(self, *answers: Answer) -> None:
         self.script.extend(answers)
@@ -300,6 +390,55 @@ class ScriptedUpstream:
             },
             headers={"x-request-id": f"req_{len(self.seen)}"},
         )
+
+    async def _responses(self, request: Request) -> Response:
+        body, answer = await self._next(request)
+        if answer.kind == "status":
+            return JSONResponse(answer.body, status_code=answer.status, headers=answer.headers)
+        if body.get("stream"):
+            return StreamingResponse(
+                _responses_events(body, answer), media_type="text/event-stream"
+            )
+        return JSONResponse(
+            _response(body, answer, _responses_output(answer)),
+            headers={"x-request-id": f"req_{len(self.seen)}"},
+        )
+
+    def _look(self, request: Request) -> None:
+        self.seen.append(Seen(request.url.path, dict(request.headers), {}))
+
+    def _model_entry(self, request: Request, name: str) -> Json:
+        if "anthropic-version" in request.headers:
+            return {
+                "type": "model",
+                "id": name,
+                "display_name": name,
+                "created_at": "2026-01-01T00:00:00Z",
+            }
+        return {"id": name, "object": "model", "created": 0, "owned_by": "scripted"}
+
+    async def _models(self, request: Request) -> Response:
+        self._look(request)
+        data = [self._model_entry(request, name) for name in MODELS]
+        if "anthropic-version" in request.headers:
+            page = {"data": data, "has_more": False, "first_id": MODELS[0], "last_id": MODELS[-1]}
+            return JSONResponse(page)
+        return JSONResponse({"object": "list", "data": data})
+
+    async def _model(self, request: Request, model_id: str) -> Response:
+        self._look(request)
+        if model_id not in MODELS:
+            error = {
+                "message": f"The model '{model_id}' does not exist",
+                "type": "invalid_request_error",
+            }
+            return JSONResponse({"error": error}, status_code=404)
+        return JSONResponse(self._model_entry(request, model_id))
+
+    async def _count_tokens(self, request: Request) -> Response:
+        body = await request.json()
+        self.seen.append(Seen(request.url.path, dict(request.headers), body))
+        return JSONResponse({"input_tokens": _prompt_tokens(body)})
 
     async def _messages(self, request: Request) -> Response:
         body, answer = await self._next(request)

@@ -18,6 +18,13 @@ class DomainError(Exception):
         self.details = details
 
 
+class UnsupportedParameter(DomainError):
+    """A provider request field the proxy cannot honour while it manages the context (several
+    choices, a conversation the provider keeps)."""
+
+    code = "unsupported_parameter"
+
+
 class InvalidTurn(DomainError):
     """The turn's messages break the conversation's structure."""
 

@@ -4,7 +4,8 @@ The proxy relays a stream event by event, each event's bytes exactly as the upst
 them, and meanwhile assembles the assistant message from the deltas: text, tool calls (their
 arguments arrive as JSON fragments), reasoning and its signature. A stream is complete only
 when it says so — Chat Completions with `[DONE]` (or a `finish_reason`), Messages with
-`message_stop`; a stream that ends otherwise was cut, and nothing of it is recorded.
+`message_stop`, Responses with `response.completed` (or `response.incomplete`, whose output
+the model did say); a stream that ends otherwise was cut, and nothing of it is recorded.
 """
 
 from __future__ import annotations
@@ -16,7 +17,14 @@ from functools import cached_property
 from typing import Any
 
 from app.core.messages import Format, JsonObject
-from app.core.proxy import ProviderUsage, anthropic_usage, openai_usage, without_nulls
+from app.core.proxy import (
+    ProviderReply,
+    ProviderUsage,
+    anthropic_usage,
+    openai_usage,
+    responses_reply,
+    without_nulls,
+)
 
 _EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 DONE = "[DONE]"
@@ -142,6 +150,9 @@ class OpenAIStream:
         if isinstance(function.get("arguments"), str):
             parts.arguments.append(function["arguments"])
 
+    def posted(self) -> tuple[JsonObject, ...]:
+        return (self.message(),)
+
     def message(self) -> JsonObject:
         """The assistant message as Chat Completions would have answered it unstreamed."""
         text = "".join(self.text)
@@ -208,6 +219,9 @@ class AnthropicStream:
         elif kind == "citations_delta" and delta.get("citation") is not None:
             block["citations"] = [*(block.get("citations") or []), delta["citation"]]
 
+    def posted(self) -> tuple[JsonObject, ...]:
+        return (self.message(),)
+
     def message(self) -> JsonObject:
         """The assistant message as Messages would have answered it unstreamed."""
         content = []
@@ -222,22 +236,81 @@ class AnthropicStream:
         return {"role": "assistant", "content": content}
 
 
+# Responses events that close the response with what the model said, and the one that
+# closes it failed (an error the upstream reported: nothing to record, nothing to add).
+RESPONSE_CLOSED = frozenset({"response.completed", "response.incomplete"})
+RESPONSE_FAILED = "response.failed"
+
+
+@dataclass
+class ResponsesStream:
+    """A Responses stream: its closing event carries the whole response, output and usage."""
+
+    closed: ProviderReply | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.closed is not None
+
+    @property
+    def usage(self) -> ProviderUsage:
+        return self.closed.usage if self.closed is not None else ProviderUsage()
+
+    @staticmethod
+    def closes(event: SseEvent) -> bool:
+        data = event.parsed
+        return isinstance(data, dict) and data.get("type") in RESPONSE_CLOSED
+
+    def feed(self, event: SseEvent) -> None:
+        if self.closes(event):
+            self.closed = responses_reply(event.parsed.get("response"))
+
+    def posted(self) -> tuple[JsonObject, ...]:
+        return self.closed.posted if self.closed is not None else ()
+
+
+StreamedReply = OpenAIStream | AnthropicStream | ResponsesStream
+
+
+def streamed_reply(fmt: Format) -> StreamedReply:
+    """An empty reply to add a stream of the format's events up into."""
+    if fmt is Format.OPENAI:
+        return OpenAIStream()
+    return AnthropicStream() if fmt is Format.ANTHROPIC else ResponsesStream()
+
+
+def ends_stream(fmt: Format, event: SseEvent) -> bool:
+    """The event after which the reply is whole: `[DONE]`, `message_stop`, or the
+    response's closing event."""
+    if fmt is Format.OPENAI:
+        return event.data.strip() == DONE
+    if fmt is Format.RESPONSES:
+        return ResponsesStream.closes(event)
+    data = event.parsed
+    return isinstance(data, dict) and data.get("type") == "message_stop"
+
+
 CUT_MESSAGE = "the upstream's stream ended before it was complete; nothing of it was recorded"
 
 
 def stream_cut_event(fmt: Format) -> bytes:
-    """The error event that ends a cut stream, in the provider's form: Chat Completions
-    clients raise on a chunk with `error`, Messages clients on an `error` event."""
-    if fmt is Format.OPENAI:
+    """The error event that ends a cut stream, in the provider's form: OpenAI's clients raise
+    on an event whose data has `error` (Chat Completions chunks and Responses events alike),
+    Messages clients on an `error` event."""
+    if fmt is not Format.ANTHROPIC:
         error = {"message": CUT_MESSAGE, "type": "upstream_stream_cut", "code": "stream_cut"}
-        return f"data: {json.dumps({'error': error})}\n\n".encode()
+        data = {"error": error} if fmt is Format.OPENAI else {"type": "error", "error": error}
+        name = "" if fmt is Format.OPENAI else "event: error\n"
+        return f"{name}data: {json.dumps(data)}\n\n".encode()
     body = {"type": "error", "error": {"type": "api_error", "message": CUT_MESSAGE}}
     return f"event: error\ndata: {json.dumps(body)}\n\n".encode()
 
 
 def is_error_event(event: SseEvent) -> bool:
     """An error the upstream itself reported mid-stream (then it needs no second one)."""
-    if event.name == "error":
+    if event.name in ("error", RESPONSE_FAILED):
         return True
     data = event.parsed
-    return isinstance(data, dict) and (data.get("type") == "error" or "error" in data)
+    return isinstance(data, dict) and (
+        data.get("type") in ("error", RESPONSE_FAILED) or "error" in data
+    )

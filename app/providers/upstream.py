@@ -78,6 +78,8 @@ class HttpUpstream:
         )
 
     def _request(self, request: UpstreamRequest) -> httpx.Request:
+        if request.body is None:
+            return self._client.build_request("GET", request.url, headers=request.headers)
         content = json.dumps(request.body, ensure_ascii=False).encode()
         headers = [*request.headers, ("content-type", "application/json")]
         return self._client.build_request("POST", request.url, content=content, headers=headers)

@@ -25,22 +25,24 @@ from app.core.messages import JsonObject, Message
 from app.core.plan import TurnInput
 from app.core.ports import ModelUpstream, UpstreamStream
 from app.core.proxy import (
-    ProviderUsage,
+    Provider,
+    ProviderReply,
     ProxyRoute,
     UpstreamReply,
     UpstreamRequest,
-    anthropic_reply,
-    openai_reply,
+    provider_reply,
     upstream_body,
 )
 from app.core.results import RecallMode, TurnResult
 from app.core.sse import (
-    AnthropicStream,
     OpenAIStream,
     SseEvent,
     SseReader,
+    StreamedReply,
+    ends_stream,
     is_error_event,
     stream_cut_event,
+    streamed_reply,
 )
 from app.core.tokens import count_message
 from app.core.transcript import message_digest
@@ -94,11 +96,9 @@ def _upstream(ctx: ServiceContext) -> ModelUpstream:
     return ctx.upstream
 
 
-def _base_url(ctx: ServiceContext, route: ProxyRoute) -> str:
+def _base_url(ctx: ServiceContext, provider: Provider) -> str:
     proxy = ctx.settings.proxy
-    return (
-        proxy.openai_base_url if route is ProxyRoute.CHAT_COMPLETIONS else proxy.anthropic_base_url
-    )
+    return proxy.openai_base_url if provider is Provider.OPENAI else proxy.anthropic_base_url
 
 
 async def prepare_call(ctx: ServiceContext, call: ProxyCall) -> PreparedCall:
@@ -120,7 +120,7 @@ async def prepare_call(ctx: ServiceContext, call: ProxyCall) -> PreparedCall:
     )
     body, hides_usage = upstream_body(call.route, call.body, turn.messages, turn.system)
     request = UpstreamRequest(
-        url=call.route.upstream_url(_base_url(ctx, call.route)),
+        url=call.route.upstream_url(_base_url(ctx, call.route.provider)),
         headers=call.credentials,
         body=body,
         stream=body.get("stream") is True,
@@ -130,12 +130,38 @@ async def prepare_call(ctx: ServiceContext, call: ProxyCall) -> PreparedCall:
     return PreparedCall(replace(call, history=(), body={}), turn, request, hides_usage)
 
 
-def _reply_of(route: ProxyRoute, body: bytes) -> tuple[JsonObject | None, ProviderUsage]:
+@dataclass(frozen=True)
+class PassThrough:
+    """A provider call that is no turn (the model list, a token count): forwarded as it
+    came, answered as the upstream answers, nothing recorded."""
+
+    name: str  # for the metrics: `models`, `count_tokens`
+    provider: Provider
+    path: str  # under the provider's `/v1/`
+    body: JsonObject | None  # None: a GET
+    credentials: tuple[tuple[str, str], ...]
+
+
+async def pass_through(ctx: ServiceContext, call: PassThrough) -> UpstreamReply:
+    url = call.provider.url(_base_url(ctx, call.provider), call.path)
+    request = UpstreamRequest(url=url, headers=call.credentials, body=call.body)
+    started = time.perf_counter()
+    try:
+        reply = await _upstream(ctx).send(request)
+    except UpstreamUnavailable as error:
+        metrics.count_proxy_call(call.name, error.code.removeprefix("upstream_"))
+        raise
+    metrics.PROXY_UPSTREAM_SECONDS.labels(route=call.name).observe(time.perf_counter() - started)
+    metrics.count_proxy_call(call.name, "passed" if reply.ok else "upstream_error")
+    return reply
+
+
+def _reply_of(route: ProxyRoute, body: bytes) -> ProviderReply:
     try:
         answer = json.loads(body)
     except ValueError:
-        return None, ProviderUsage()
-    return openai_reply(answer) if route is ProxyRoute.CHAT_COMPLETIONS else anthropic_reply(answer)
+        return ProviderReply()
+    return provider_reply(route, answer)
 
 
 async def forward(ctx: ServiceContext, prepared: PreparedCall) -> UpstreamReply:
@@ -151,8 +177,7 @@ async def forward(ctx: ServiceContext, prepared: PreparedCall) -> UpstreamReply:
     metrics.PROXY_UPSTREAM_SECONDS.labels(route=route).observe(time.perf_counter() - started)
     outcome = "upstream_error"
     if reply.ok:
-        posted, usage = _reply_of(route, reply.body)
-        outcome = await record_reply(ctx, prepared, posted, usage)
+        outcome = await record_reply(ctx, prepared, _reply_of(route, reply.body))
     metrics.count_proxy_call(route, outcome)
     return reply
 
@@ -182,9 +207,7 @@ async def relay(
     reply for a whole one; nothing of it is recorded."""
     route = prepared.call.route
     reader = SseReader()
-    reply: OpenAIStream | AnthropicStream = (
-        OpenAIStream() if route is ProxyRoute.CHAT_COMPLETIONS else AnthropicStream()
-    )
+    reply = streamed_reply(route.message_format)
     ended = errored = False
     try:
         async for chunk in stream.chunks():
@@ -204,58 +227,50 @@ async def relay(
         pass  # cut or stalled: told below
     finally:
         await stream.aclose()
-    if not ended:
-        metrics.count_proxy_call(route, "cut")
-        log.warning("proxy stream cut", extra={"route": route.value})
-        if not errored:
-            yield stream_cut_event(route.message_format)
+    if ended:
+        return
+    if errored:  # the upstream said why, in its own stream: it needs no word of ours
+        metrics.count_proxy_call(route, "upstream_error")
+        return
+    metrics.count_proxy_call(route, "cut")
+    log.warning("proxy stream cut", extra={"route": route.value})
+    yield stream_cut_event(route.message_format)
 
 
 async def _take(
-    ctx: ServiceContext,
-    prepared: PreparedCall,
-    reply: OpenAIStream | AnthropicStream,
-    event: SseEvent,
+    ctx: ServiceContext, prepared: PreparedCall, reply: StreamedReply, event: SseEvent
 ) -> bool:
     """Adds the event to the reply; True when it ends the stream (the reply is recorded)."""
     reply.feed(event)
-    if not _ends_stream(prepared.call.route, event):
+    if not ends_stream(prepared.call.route.message_format, event):
         return False
     await _record_streamed(ctx, prepared, reply)
     return True
 
 
 async def _record_streamed(
-    ctx: ServiceContext, prepared: PreparedCall, reply: OpenAIStream | AnthropicStream
+    ctx: ServiceContext, prepared: PreparedCall, reply: StreamedReply
 ) -> None:
-    outcome = await record_reply(ctx, prepared, reply.message(), reply.usage)
+    outcome = await record_reply(ctx, prepared, ProviderReply(reply.posted(), reply.usage))
     metrics.count_proxy_call(prepared.call.route, outcome)
 
 
-def _ends_stream(route: ProxyRoute, event: SseEvent) -> bool:
-    if route is ProxyRoute.CHAT_COMPLETIONS:
-        return event.data.strip() == "[DONE]"
-    data = event.parsed
-    return isinstance(data, dict) and data.get("type") == "message_stop"
-
-
-async def record_reply(
-    ctx: ServiceContext, prepared: PreparedCall, posted: JsonObject | None, usage: ProviderUsage
-) -> str:
-    """Stores the reply as the next turn's first message and lets the provider's usage
+async def record_reply(ctx: ServiceContext, prepared: PreparedCall, reply: ProviderReply) -> str:
+    """Stores the reply as the next turn's first messages and lets the provider's usage
     calibrate the session's estimate. A reply that cannot be read or stored is left out
     (the client still gets it, and sends it back with its next call): "unrecorded"."""
     call = prepared.call
+    usage = reply.usage
     metrics.observe_provider_usage(usage.prompt_tokens, usage.cached_tokens)
-    if posted is None:
+    if not reply.posted:
         return "unrecorded"
     try:
-        message = read_posted(call.route.message_format, posted)
+        messages = [read_posted(call.route.message_format, posted) for posted in reply.posted]
     except (KeyError, TypeError, ValueError, AttributeError):
         log.warning("proxy reply unreadable", extra={"route": call.route.value})
         return "unrecorded"
     try:
-        await _store_reply(ctx, call, message, usage)
+        await _store_reply(ctx, call, messages, reply)
     except DomainError as error:
         log.warning("proxy reply not stored", extra={"error": error.code})
         return "unrecorded"
@@ -263,20 +278,25 @@ async def record_reply(
 
 
 async def _store_reply(
-    ctx: ServiceContext, call: ProxyCall, message: Message, usage: ProviderUsage
+    ctx: ServiceContext, call: ProxyCall, messages: list[Message], reply: ProviderReply
 ) -> None:
+    usage = reply.usage
     async with ctx.locks.for_session(call.key), ctx.database.transaction() as db:
         row = await locked_session(db, call.tenant_id, call.session_id)
-        item = WindowMessage(
-            seq=row.next_seq,
-            turn=row.turn_count + 1,
-            message=message,
-            tokens=count_message(ctx.for_model(row.model).counter, message),
-            created_at=ctx.clock(),
-            digest=message_digest(message),
-        )
-        await session_store.insert_messages(db, call.key, [item])
-        row.next_seq += 1
+        counter = ctx.for_model(row.model).counter
+        items = [
+            WindowMessage(
+                seq=row.next_seq + offset,
+                turn=row.turn_count + 1,
+                message=message,
+                tokens=count_message(counter, message),
+                created_at=ctx.clock(),
+                digest=message_digest(message),
+            )
+            for offset, message in enumerate(messages)
+        ]
+        await session_store.insert_messages(db, call.key, items)
+        row.next_seq += len(items)
         if usage.prompt_tokens is not None and row.last_prompt_estimate:
             row.calibration_ratio = plan_policy(ctx.settings).calibration.follow(
                 row.calibration_ratio, usage.prompt_tokens, row.last_prompt_estimate
@@ -288,8 +308,9 @@ async def _store_reply(
             row.turn_count,
             "reply",
             {
-                "seq": item.seq,
-                "tokens": item.tokens,
+                "seq": items[0].seq,
+                "messages": len(items),
+                "tokens": sum(item.tokens for item in items),
                 "observed_prompt_tokens": usage.prompt_tokens,
                 "observed_cached_tokens": usage.cached_tokens,
                 "estimated_prompt_tokens": row.last_prompt_estimate,

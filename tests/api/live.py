@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.bench.upstream import ScriptedUpstream, serve_in_thread
 from app.loopback import free_loopback_port, wait_until_ready
 from app.store.embedded import drop_database, fresh_database, url_of_database
 from tests.builders import HASH_RECALL
@@ -72,3 +73,25 @@ def live_server(database_url: str, log: Path) -> Iterator[LiveServer]:
     }
     with serving(env, log) as base:
         yield LiveServer(base, database_url, log)
+
+
+@contextmanager
+def serving_proxy(
+    test_database_url: str, name: str, log: Path, timeout_s: float
+) -> Iterator[tuple[str, ScriptedUpstream]]:
+    """`ebbtide serve` on a fresh database of its own with the scripted upstream on loopback
+    behind its proxy (both providers); yields the server's base URL and the upstream."""
+    upstream = ScriptedUpstream()
+    with (
+        serve_in_thread(upstream) as upstream_base,
+        fresh_named_database(test_database_url, name) as url,
+    ):
+        env = {
+            "DATABASE_URL": url,
+            "EBBTIDE_EMBEDDER__KIND": "hash",
+            "EBBTIDE_PROXY__OPENAI_BASE_URL": f"{upstream_base}/v1",
+            "EBBTIDE_PROXY__ANTHROPIC_BASE_URL": upstream_base,
+            "EBBTIDE_PROXY__TIMEOUT_S": str(timeout_s),
+        }
+        with serving(env, log) as base:
+            yield base, upstream

@@ -24,11 +24,10 @@ from app.bench.upstream import (
     cut,
     gated,
     reply,
-    serve_in_thread,
     stall,
     status,
 )
-from tests.api.live import fresh_named_database, serving
+from tests.api.live import serving_proxy
 
 CLIENT_KEY = "sk-live-client-0042"
 TIMEOUT_S = 2.0
@@ -63,21 +62,9 @@ class LiveProxy:
 
 @pytest.fixture(scope="module")
 def live(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveProxy]:
-    upstream = ScriptedUpstream()
     log = tmp_path_factory.mktemp("proxy") / "serve.log"
-    with (
-        serve_in_thread(upstream) as upstream_base,
-        fresh_named_database(database_url, "ebbtide_proxy") as url,
-    ):
-        env = {
-            "DATABASE_URL": url,
-            "EBBTIDE_EMBEDDER__KIND": "hash",
-            "EBBTIDE_PROXY__OPENAI_BASE_URL": f"{upstream_base}/v1",
-            "EBBTIDE_PROXY__ANTHROPIC_BASE_URL": upstream_base,
-            "EBBTIDE_PROXY__TIMEOUT_S": str(TIMEOUT_S),
-        }
-        with serving(env, log) as base:
-            yield LiveProxy(base, upstream)
+    with serving_proxy(database_url, "ebbtide_proxy", log, TIMEOUT_S) as (base, upstream):
+        yield LiveProxy(base, upstream)
     assert CLIENT_KEY not in log.read_text()
 
 

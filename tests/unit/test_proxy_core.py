@@ -8,6 +8,8 @@ from typing import Any
 
 from app.core.messages import Format
 from app.core.proxy import (
+    Provider,
+    ProviderReply,
     ProviderUsage,
     ProxyRoute,
     UpstreamReply,
@@ -15,15 +17,21 @@ from app.core.proxy import (
     anthropic_usage,
     openai_reply,
     openai_usage,
+    provider_error,
+    provider_reply,
     relayed_headers,
+    responses_usage,
     upstream_body,
 )
 from app.core.sse import (
     AnthropicStream,
     OpenAIStream,
+    ResponsesStream,
     SseReader,
+    ends_stream,
     is_error_event,
     stream_cut_event,
+    streamed_reply,
 )
 
 
@@ -51,6 +59,11 @@ def test_base_urls_are_read_as_each_sdk_writes_them() -> None:
     )
     assert ProxyRoute.MESSAGES.upstream_url("http://h") == "http://h/v1/messages"
     assert ProxyRoute.MESSAGES.message_format is Format.ANTHROPIC
+    assert ProxyRoute.RESPONSES.upstream_url("http://h/v1") == "http://h/v1/responses"
+    assert ProxyRoute.RESPONSES.message_format is Format.RESPONSES
+    assert ProxyRoute.RESPONSES.provider is Provider.OPENAI
+    assert Provider.ANTHROPIC.url("http://h/", "models") == "http://h/v1/models"
+    assert Provider.OPENAI.url("http://h/v1", "models/x") == "http://h/v1/models/x"
 
 
 def test_usage_is_the_whole_prompt_and_its_cached_share() -> None:
@@ -64,6 +77,13 @@ def test_usage_is_the_whole_prompt_and_its_cached_share() -> None:
     assert anthropic_usage(usage) == ProviderUsage(95, 80)
     assert anthropic_usage({"output_tokens": 3}) == ProviderUsage()
     assert anthropic_usage({"input_tokens": True}) == ProviderUsage()
+    # Responses counts like Chat Completions, under its own names
+    details = {"cached_tokens": 30}
+    assert responses_usage({"input_tokens": 70, "input_tokens_details": details}) == (
+        ProviderUsage(70, 30)
+    )
+    assert responses_usage({"input_tokens": 70}) == ProviderUsage(70, None)
+    assert responses_usage("no") == ProviderUsage()
 
 
 def test_a_reply_is_the_first_choice_without_its_null_fields() -> None:
@@ -73,17 +93,34 @@ def test_a_reply_is_the_first_choice_without_its_null_fields() -> None:
         ],
         "usage": {"prompt_tokens": 5},
     }
-    assert openai_reply(body) == ({"role": "assistant", "content": "hi"}, ProviderUsage(5))
-    assert openai_reply({"choices": []})[0] is None
-    assert openai_reply({"choices": [{"message": "no"}]})[0] is None
-    assert openai_reply("not an object") == (None, ProviderUsage())
+    assert openai_reply(body) == ProviderReply(
+        ({"role": "assistant", "content": "hi"},), ProviderUsage(5)
+    )
+    assert openai_reply({"choices": []}).posted == ()
+    assert openai_reply({"choices": [{"message": "no"}]}).posted == ()
+    assert openai_reply("not an object") == ProviderReply()
     message = {"content": [{"type": "text", "text": "hi", "citations": None}], "usage": {}}
-    assert anthropic_reply(message)[0] == {
-        "role": "assistant",
-        "content": [{"type": "text", "text": "hi"}],
-    }
-    assert anthropic_reply({"content": "x"})[0] is None
-    assert anthropic_reply([]) == (None, ProviderUsage())
+    assert anthropic_reply(message).posted == (
+        {"role": "assistant", "content": [{"type": "text", "text": "hi"}]},
+    )
+    assert anthropic_reply({"content": "x"}).posted == ()
+    assert anthropic_reply([]) == ProviderReply()
+    assert provider_reply(ProxyRoute.MESSAGES, message) == anthropic_reply(message)
+
+
+def test_a_responses_reply_is_every_output_item_as_input_takes_it_back() -> None:
+    said = {"type": "output_text", "text": "hi", "annotations": [], "logprobs": None}
+    output = [
+        {"id": "rs_1", "type": "reasoning", "summary": []},
+        {"id": "msg_1", "type": "message", "role": "assistant", "content": [said]},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+    ]
+    reply = provider_reply(ProxyRoute.RESPONSES, {"output": output, "usage": {"input_tokens": 9}})
+    assert len(reply.posted) == 3 and reply.usage == ProviderUsage(9)
+    assert "logprobs" not in reply.posted[1]["content"][0]  # nulls left out, as elsewhere
+    assert provider_reply(ProxyRoute.RESPONSES, {"output": "x"}).posted == ()
+    assert provider_reply(ProxyRoute.RESPONSES, {"output": ["x"]}).posted == ()
+    assert provider_reply(ProxyRoute.RESPONSES, None) == ProviderReply()
 
 
 def test_the_upstream_gets_the_prompt_in_place_of_the_clients_messages() -> None:
@@ -99,6 +136,14 @@ def test_the_upstream_gets_the_prompt_in_place_of_the_clients_messages() -> None
     asked = {**client, "stream": True, "stream_options": {"include_usage": False}}
     body, hides = upstream_body(ProxyRoute.CHAT_COMPLETIONS, asked, prompt, None)
     assert body["stream_options"] == {"include_usage": False} and not hides
+
+
+def test_a_responses_call_goes_up_with_the_prompt_as_input_and_no_instructions() -> None:
+    client = {"model": "m", "input": "hello", "instructions": "be brief", "stream": True}
+    prompt = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}]
+    body, hides = upstream_body(ProxyRoute.RESPONSES, client, prompt, None)
+    # the instructions are the prompt's first item by now: sent once, not twice
+    assert body == {"model": "m", "input": prompt, "stream": True} and not hides
 
 
 def test_a_messages_call_gets_the_prompts_system_blocks() -> None:
@@ -312,3 +357,58 @@ def test_a_cut_stream_ends_with_an_error_each_sdk_raises_on() -> None:
     (overloaded,) = read_all(events((None, {"type": "error", "error": {}})), 100)
     assert is_error_event(overloaded)
     assert not is_error_event(read_all(events((None, openai_chunk({}))), 100)[0])
+    (responses_event,) = read_all(stream_cut_event(Format.RESPONSES), 100)
+    assert responses_event.name == "error" and responses_event.parsed["type"] == "error"
+    assert responses_event.parsed["error"]["code"] == "stream_cut"  # what the SDK raises on
+    (failed,) = read_all(events(("response.failed", {"type": "response.failed"})), 100)
+    assert is_error_event(failed)
+
+
+def test_a_responses_stream_is_whole_once_its_closing_event_came() -> None:
+    item = {"type": "message", "role": "assistant", "content": [{"type": "output_text"}]}
+    response = {"output": [item], "usage": {"input_tokens": 12}}
+    raw = events(
+        ("response.created", {"type": "response.created", "response": {"output": []}}),
+        ("response.output_text.delta", {"type": "response.output_text.delta", "delta": "h"}),
+        ("response.completed", {"type": "response.completed", "response": response}),
+    )
+    stream = streamed_reply(Format.RESPONSES)
+    assert isinstance(stream, ResponsesStream)
+    found = read_all(raw, 7)
+    for event in found[:2]:
+        stream.feed(event)
+        assert not stream.complete and not ends_stream(Format.RESPONSES, event)
+    assert stream.posted() == () and stream.usage == ProviderUsage()
+    stream.feed(found[2])
+    assert stream.complete and ends_stream(Format.RESPONSES, found[2])
+    assert stream.posted() == (item,) and stream.usage == ProviderUsage(12)
+    # a response cut short by its token limit still says what the model said
+    incomplete = {"type": "response.incomplete", "response": response}
+    (closing,) = read_all(events(("response.incomplete", incomplete)), 100)
+    assert ResponsesStream.closes(closing)
+    assert isinstance(streamed_reply(Format.OPENAI), OpenAIStream)
+    assert isinstance(streamed_reply(Format.ANTHROPIC), AnthropicStream)
+
+
+def test_ebbtides_refusals_take_each_providers_error_shape() -> None:
+    details = {"field": "n"}
+    openai_body = provider_error(Provider.OPENAI, 422, "unsupported_parameter", "no", details)
+    assert openai_body == {
+        "error": {
+            "message": "ebbtide unsupported_parameter: no",
+            "type": "invalid_request_error",
+            "param": "n",
+            "code": "unsupported_parameter",
+            "details": details,
+        }
+    }
+    problems = {"problems": [{"field": "model", "problem": "missing"}]}
+    assert provider_error(Provider.OPENAI, 422, "x", "y", problems)["error"]["param"] == "model"
+    assert provider_error(Provider.OPENAI, 502, "x", "y", {})["error"]["type"] == "server_error"
+    anthropic_body = provider_error(Provider.ANTHROPIC, 502, "upstream_unreachable", "down", {})
+    assert anthropic_body["type"] == "error"
+    assert anthropic_body["error"]["type"] == "api_error"
+    assert anthropic_body["error"]["message"] == "ebbtide upstream_unreachable: down"
+    assert provider_error(Provider.ANTHROPIC, 429, "x", "y", {})["error"]["type"] == (
+        "rate_limit_error"
+    )
