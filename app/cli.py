@@ -217,19 +217,50 @@ def serve(settings: Settings) -> None:
     keys = asyncio.run(_keys_exist(settings, url))
     check_bind(settings.host, keys)
     docs = settings.docs if settings.docs is not None else not keys
+    options: dict[str, Any] = {
+        "host": settings.host,
+        "port": settings.port,
+        "log_level": settings.log.level.lower(),
+        "log_config": None,  # keep the handlers configure_logging installed
+        "access_log": False,  # RequestObserver writes one line per request instead
+    }
+    if settings.workers > 1:
+        # Each worker process builds its app from the environment: the database this
+        # process migrated (and runs, when embedded) and what it decided about the docs.
+        os.environ.update(DATABASE_URL=url, EBBTIDE_DOCS=str(docs).lower())
+        os.environ[KEYS_EXIST] = str(keys).lower()
+        uvicorn.run(WORKER_APP, factory=True, workers=settings.workers, **options)
+        return
     app = create_app(
         settings=settings,
         database_url=url,
         serve_docs=docs,
         on_ready=lambda ctx: _ready(startup_banner(settings, ctx, keys=keys, docs=docs)),
     )
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log.level.lower(),
-        log_config=None,  # keep the handlers configure_logging installed
-        access_log=False,  # RequestObserver writes one line per request instead
+    uvicorn.run(app, **options)
+
+
+WORKER_APP = "app.cli:worker_app"
+KEYS_EXIST = "EBBTIDE_SERVE_KEYS_EXIST"  # `serve` tells its workers; nobody sets it by hand
+
+
+def worker_app() -> Any:
+    """One `serve --workers` process's app (uvicorn calls this in each worker process)."""
+    from app.logs import configure_logging
+    from app.main import create_app
+
+    settings = get_settings()
+    configure_logging(settings.log)
+    keys = os.environ.get(KEYS_EXIST) == "true"
+    docs = bool(settings.docs)
+    return create_app(
+        settings=settings,
+        database_url=settings.database_url,
+        serve_docs=docs,
+        on_ready=lambda ctx: _ready(
+            f"ebbtide: worker {os.getpid()} ready\n"
+            + startup_banner(settings, ctx, keys=keys, docs=docs)
+        ),
     )
 
 
@@ -418,6 +449,12 @@ def main(argv: list[str] | None = None) -> None:
         "--port", type=int, default=None, help="default: PORT or EBBTIDE_PORT, 8000"
     )
     serving.add_argument(
+        "--workers",
+        type=_at_least_one,
+        default=None,
+        help="server processes on the port (default: EBBTIDE_WORKERS or WEB_CONCURRENCY, 1)",
+    )
+    serving.add_argument(
         "--data-dir",
         type=Path,
         default=None,
@@ -518,9 +555,21 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"ebbtide: {e}")
 
 
+def _at_least_one(text: str) -> int:
+    number = int(text)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {number}")
+    return number
+
+
 def serve_settings(settings: Settings, args: argparse.Namespace) -> Settings:
     """The settings with `serve`'s options over the environment's."""
-    given = {"host": args.host, "port": args.port, "data_dir": args.data_dir}
+    given = {
+        "host": args.host,
+        "port": args.port,
+        "data_dir": args.data_dir,
+        "workers": args.workers,
+    }
     return settings.model_copy(update={k: v for k, v in given.items() if v is not None})
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request, Response
+from fastapi_offline import FastAPIOffline
 
 from app.api.errors import BodySizeLimit, install_error_handlers
 from app.api.mcp import MCP_PATH, PostOnly, bearer_from_headers, build_mcp
@@ -139,6 +140,29 @@ def build_context(
     )
 
 
+# The docs pages run their own inline start-up script and styles; nothing else leaves the
+# server, so a page works offline and never calls another host (ReDoc's footer logo would).
+DOCS_PAGES = frozenset({"/docs", "/redoc"})
+DOCS_PAGE_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self' 'unsafe-inline'; "
+        "style-src 'self' 'unsafe-inline'; img-src 'self' data:; worker-src 'self' blob:; "
+        "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+async def _guard_docs_pages(
+    request: Request, call_next: Callable[[Request], Awaitable[Response]]
+) -> Response:
+    response = await call_next(request)
+    if request.url.path in DOCS_PAGES:
+        response.headers.update(DOCS_PAGE_HEADERS)
+    return response
+
+
 def create_app(
     *,
     settings: Settings | None = None,
@@ -189,7 +213,10 @@ def create_app(
             if owned:
                 await app.state.context.aclose()
 
-    app = FastAPI(
+    # The docs pages load Swagger UI and ReDoc from assets packaged with fastapi-offline (served
+    # under /static-offline-docs), not from a CDN: they work on a machine with no internet.
+    make_app = FastAPIOffline if serve_docs else FastAPI
+    app = make_app(
         title="Ebbtide",
         version="0.1.0",
         summary="Context management for LLM agents: watermark offload, scratchpad, recall.",
@@ -201,6 +228,8 @@ def create_app(
     if context is not None:
         app.state.context = context  # test clients may not run the lifespan
     install_error_handlers(app)
+    if serve_docs:
+        app.middleware("http")(_guard_docs_pages)
     app.include_router(router)
     app.include_router(proxy_router)
     document_bodies(app)

@@ -687,6 +687,13 @@ class Settings(BaseSettings):
     data_dir: Path = Field(Path(".ebbtide"), description="Embedded Postgres lives here.")
     host: str = Field("127.0.0.1", validation_alias=AliasChoices("HOST", "EBBTIDE_HOST"))
     port: int = Field(8000, validation_alias=AliasChoices("PORT", "EBBTIDE_PORT"))
+    workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        validation_alias=AliasChoices("WEB_CONCURRENCY", "EBBTIDE_WORKERS"),
+        description="Server processes on one port (each with its own embedding worker).",
+    )
     default_model: str | None = None
     docs: bool | None = Field(
         None,

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from app.cli import main, serve_settings
-from tests.api.live import LiveServer, serving
+from app.loopback import free_loopback_port, wait_until_ready
+from tests.api.live import DATABASE_VARIABLES, LiveServer, serving
 from tests.conftest import make_settings
 
 
@@ -68,8 +74,67 @@ def test_serve_options_take_the_place_of_the_environment(
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
     shown = capsys.readouterr().out
-    assert all(option in shown for option in ("--host", "--port", "--data-dir"))
+    assert all(option in shown for option in ("--host", "--port", "--workers", "--data-dir"))
     settings = make_settings()
-    args = argparse.Namespace(host="0.0.0.0", port=9001, data_dir=None)
+    args = argparse.Namespace(host="0.0.0.0", port=9001, data_dir=None, workers=3)
     chosen = serve_settings(settings, args)
     assert (chosen.host, chosen.port, chosen.data_dir) == ("0.0.0.0", 9001, settings.data_dir)
+    assert chosen.workers == 3
+    with pytest.raises(SystemExit):
+        main(["serve", "--workers", "0"])
+    assert "must be 1 or more" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ctrl_c_stops_the_server_and_its_workers_quietly(tmp_path: Path, workers: int) -> None:
+    port = free_loopback_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if k not in DATABASE_VARIABLES}
+    env.update(EBBTIDE_DATA_DIR=str(tmp_path / "data"), EBBTIDE_EMBEDDER__KIND="hash")
+    command = [sys.executable, "-m", "app.cli", "serve", "--port", str(port)]
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        # its own process group, as a terminal's foreground job: Ctrl+C reaches all of it
+        process = subprocess.Popen(
+            [*command, "--workers", str(workers)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        wait_until_ready(base, process, log)
+        ready = wait_for_lines(log, "ready", workers) if workers > 1 else []
+        for i in range(4):  # answered by whichever worker takes the connection
+            turn = {"messages": [{"role": "user", "content": f"q{i}"}], "model": "gpt-4o"}
+            response = httpx.post(f"{base}/sessions/c{i}/turn", json=turn, timeout=30)
+            assert response.status_code == 200, response.text
+        alive = [process.pid, *(int(line.split()[2]) for line in ready)]
+        os.killpg(process.pid, signal.SIGINT)
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    said = log.read_text()
+    assert process.returncode == 0, said
+    assert "Traceback" not in said and "KeyboardInterrupt" not in said, said
+    assert not any(running(pid) for pid in alive)
+
+
+def wait_for_lines(log: Path, word: str, count: int, timeout_s: float = 60) -> list[str]:
+    """The log's `ebbtide: worker <pid> ready` lines, once there are `count` of them."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = [x for x in log.read_text().splitlines() if x.startswith("ebbtide: worker")]
+        if len([x for x in found if x.endswith(word)]) >= count:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"fewer than {count} workers said they were {word}:\n{log.read_text()}")
+
+
+def running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
