@@ -211,3 +211,16 @@ async def test_ebbtides_refusals_come_in_each_providers_error_shape(proxy: Proxy
     assert set(own.json()["error"]) == {"code", "message", "details"}
     unknown = await proxy.http.get("/v1/no-such-route")
     assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "not_found_error"
+
+
+async def test_instructions_beside_a_leading_developer_item_keep_both(proxy: Proxy) -> None:
+    client = proxy.openai()
+    developer = {"role": "developer", "content": "Answer in French."}
+    await client.responses.create(
+        model=MODEL,
+        instructions="You are terse.",
+        input=[developer, {"role": "user", "content": "Hi"}],
+    )
+    sent = proxy.upstream.last().body["input"]
+    assert sent[0] == {"role": "system", "content": "You are terse."}  # the instructions: C0
+    assert developer["content"] in str(sent[1:])  # said where the caller put it
