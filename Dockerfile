@@ -1,19 +1,26 @@
-# Multi-stage image: build wheels with a compiler, run as a non-root user.
+# Multi-stage image: the locked packages (requirements/run.txt) and the wheel built from the
+# tree go into a virtualenv with a compiler at hand; the runtime stage copies that
+# virtualenv and runs as a non-root user.
 FROM python:3.11-slim AS build
 RUN apt-get update && apt-get install -y --no-install-recommends gcc libgomp1 \
-    && rm -rf /var/lib/apt/lists/*
+    && rm -rf /var/lib/apt/lists/* \
+    && pip install --no-cache-dir uv==0.13.9
 WORKDIR /src
+COPY requirements/run.txt ./requirements/run.txt
+RUN uv venv /opt/ebbtide \
+    && uv pip install --no-cache --python /opt/ebbtide/bin/python -r requirements/run.txt
 COPY pyproject.toml README.md ./
 COPY app ./app
 COPY ebbtide ./ebbtide
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+RUN uv build --wheel --out-dir /wheels . \
+    && uv pip install --no-cache --python /opt/ebbtide/bin/python --no-deps /wheels/*
 
 FROM python:3.11-slim
 RUN apt-get update && apt-get install -y --no-install-recommends libgomp1 curl \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --create-home --uid 10001 ebbtide
-COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir /wheels/* && rm -rf /wheels
+COPY --from=build /opt/ebbtide /opt/ebbtide
+ENV PATH=/opt/ebbtide/bin:$PATH
 # The wheel carries the code and its migrations: nothing of the source tree is copied here,
 # which is the path tests/integration/test_installed_wheel.py takes in a fresh virtualenv.
 WORKDIR /home/ebbtide

@@ -69,10 +69,12 @@ def test_dockerfile_is_multi_stage_non_root_with_a_healthcheck() -> None:
     assert any(line.startswith("HEALTHCHECK") for line in lines)
     assert any("/healthz" in line for line in lines)
     assert lines[-1] == 'CMD ["ebbtide", "serve"]'
-    # The runtime stage installs the wheel and copies none of the source tree next to it.
+    # The runtime stage copies the built virtualenv (the locked packages and the wheel) and
+    # none of the source tree; the build stage installs from the lock.
     runtime = lines[max(i for i, line in enumerate(lines) if line.startswith("FROM ")) :]
     copied = [line.split()[-2] for line in runtime if line.startswith("COPY ")]
-    assert copied == ["/wheels"], copied
+    assert copied == ["/opt/ebbtide"], copied
+    assert any("-r requirements/run.txt" in line for line in lines)
 
 
 def test_compose_scrapes_the_app_with_prometheus() -> None:

@@ -1,8 +1,8 @@
-"""The package as users install it: the wheel built from this tree, installed with its
-declared dependencies only into a fresh virtualenv outside the tree, serves from an empty
-folder (its own embedded Postgres, migrations read from inside the package) until a turn
-answers 200 and the inspector's page renders. This is also the path the Docker image
-takes."""
+"""The package as the Docker image installs it: the wheel built from this tree, put into a
+fresh virtualenv outside the tree on the locked service packages (requirements/run.txt, which
+must satisfy the wheel's declared dependencies), serves from an empty folder (its own
+embedded Postgres, migrations read from inside the package) until a turn answers 200 and the
+inspector's page renders."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import httpx
+from uv import find_uv_bin
 
 from app.loopback import free_loopback_port, wait_until_ready
 from tests.conftest import PROJECT_ROOT
@@ -31,10 +32,14 @@ def run(*command: str | Path, cwd: Path | None = None) -> None:
 def test_the_built_wheel_installs_and_serves_a_turn_from_an_empty_folder(tmp_path: Path) -> None:
     dist, venv, empty = tmp_path / "dist", tmp_path / "venv", tmp_path / "empty"
     empty.mkdir()
-    run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", dist, PROJECT_ROOT)
-    run(sys.executable, "-m", "venv", venv)
+    uv = find_uv_bin()
+    run(uv, "build", "--quiet", "--wheel", "--out-dir", dist, PROJECT_ROOT)
+    run(uv, "venv", "--quiet", "--python", sys.executable, venv)
     (wheel,) = dist.glob("ebbtide-*.whl")
-    run(venv / "bin" / "pip", "install", "--quiet", wheel)
+    into = ("--quiet", "--python", venv / "bin" / "python")
+    run(uv, "pip", "install", *into, "-r", PROJECT_ROOT / "requirements" / "run.txt")
+    run(uv, "pip", "install", *into, "--no-deps", wheel)
+    run(uv, "pip", "check", *into)  # the lock holds everything the wheel declares
 
     port = free_loopback_port()
     env = {

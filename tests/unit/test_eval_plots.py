@@ -3,15 +3,19 @@ sample sizes and a 95 % interval on the recall plot."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
 import pytest
 from matplotlib.container import ErrorbarContainer
 
+import app.evaluation
 from app.core.stats import wilson_interval
 from app.evaluation.baselines import STRATEGIES
-from app.evaluation.report import prompt_tokens_figure, recall_figure
+from app.evaluation.plots import prompt_tokens_figure, recall_figure
+from app.evaluation.report import _write_plots
 
 LINES = {
     "window": 8000,
@@ -89,3 +93,21 @@ def test_the_wilson_interval_stays_inside_zero_and_one() -> None:
     low, high = wilson_interval(10, 20)
     assert low == pytest.approx(0.299, abs=1e-3) and high == pytest.approx(0.701, abs=1e-3)
     assert wilson_interval(0, 0) == (0.0, 1.0)
+
+
+def test_without_matplotlib_the_report_says_how_to_get_its_plots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # as on an install without the extra: matplotlib cannot be imported, plots not yet loaded
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.delitem(sys.modules, "app.evaluation.plots")
+    monkeypatch.delattr(app.evaluation, "plots")
+    lines = _write_plots(report(), tmp_path)
+    assert "ebbtide[plots]" in lines[0]
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    assert _write_plots(report(), tmp_path)[0] == "![recall](recall_vs_pressure.png)"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "prompt_tokens.png",
+        "recall_vs_pressure.png",
+    ]
