@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -185,6 +185,9 @@ class MessagesBody(BaseModel):
     def read(self) -> tuple[SystemPrompt | None, list[Message]]:
         return anthropic_system(self.system), read_messages(Format.ANTHROPIC, self.messages)
 
+    def session_fallback(self) -> tuple[str | None, str]:
+        return (self.metadata.user_id if self.metadata else None), "metadata.user_id"
+
 
 Body = TypeVar("Body", ChatCompletionsBody, MessagesBody, ResponsesBody)
 # The routes read their bodies themselves (a large one is parsed off the event loop); the
@@ -302,6 +305,27 @@ async def _answer(ctx: ServiceContext, prepared: PreparedCall) -> Response:
 
 
 @dataclass(frozen=True)
+class CallOptions:
+    """What a call's Ebbtide headers ask: the session (or None: the body's fallback), the
+    model's window, the recall mode."""
+
+    session: str | None
+    context_window: int | None
+    recall: RecallMode
+
+
+def call_options(
+    session: SessionHeader = None,
+    context_window: WindowHeader = None,
+    recall: RecallHeader = "auto",
+) -> CallOptions:
+    return CallOptions(session, context_window, recall)
+
+
+Options = Annotated[CallOptions, Depends(call_options)]
+
+
+@dataclass(frozen=True)
 class CallHeaders:
     """What a call says of itself besides its body: route, tenant, session, window, recall."""
 
@@ -311,13 +335,19 @@ class CallHeaders:
     context_window: int | None
     recall: RecallMode
 
+    @classmethod
+    def of(cls, route: ProxyRoute, tenant: str, options: CallOptions, body: Body) -> CallHeaders:
+        session_id = _session(options.session, *body.session_fallback())
+        return cls(route, tenant, session_id, options.context_window, options.recall)
+
 
 async def _proxied(
     ctx: ServiceContext,
     request: Request,
     tenant: str,
+    route: ProxyRoute,
     model: type[Body],
-    headers_of: Callable[[Body], CallHeaders],
+    options: CallOptions,
 ) -> Response:
     """The call admitted by the tenant's limits, its turn run (off the event loop when its
     body is large), then the upstream's answer; an identical call in flight answers this one
@@ -325,7 +355,9 @@ async def _proxied(
     raw = await request.body()
     ctx.throttle.admit(tenant, CallKind.PROXY, len(raw))
     async with ctx.throttle.sized(tenant, len(raw)):
-        digest, led = await _led(ctx, request, raw, model, headers_of)
+        body = await ctx.throttle.run(_validated, model, raw)
+        call = CallHeaders.of(route, tenant, options, body)
+        digest, led = await _led(ctx, request, body, call)
     if isinstance(led, asyncio.Future):  # an identical call is in flight: its answer is this one's
         shared = await ctx.calls_in_flight.answer_of(led)
         return Response(shared.body, status_code=shared.status, headers=shared.headers)
@@ -338,16 +370,11 @@ async def _proxied(
 
 
 async def _led(
-    ctx: ServiceContext,
-    request: Request,
-    raw: bytes,
-    model: type[Body],
-    headers_of: Callable[[Body], CallHeaders],
+    ctx: ServiceContext, request: Request, body: Body, call: CallHeaders
 ) -> tuple[str, PreparedCall | asyncio.Future[SharedAnswer]]:
     """The call's digest, and its turn run, or the identical call in flight it waits for.
     The body and its history end here: nothing but the prepared call outlives it."""
-    body = await ctx.throttle.run(_validated, model, raw)
-    proxy_call, digest = await ctx.throttle.run(_read_call, ctx, request, body, headers_of(body))
+    proxy_call, digest = await ctx.throttle.run(_read_call, ctx, request, body, call)
     waiting = ctx.calls_in_flight.joined(digest)
     if waiting is not None:
         return digest, waiting
@@ -418,21 +445,12 @@ def _shared(ctx: ServiceContext, digest: str, response: Response) -> Response:
     openapi_extra=_documented_body(ChatCompletionsBody),
 )
 async def chat_completions(
-    request: Request,
-    ctx: Context,
-    tenant: Tenant,
-    session: SessionHeader = None,
-    context_window: WindowHeader = None,
-    recall: RecallHeader = "auto",
+    request: Request, ctx: Context, tenant: Tenant, options: Options
 ) -> Response:
     """OpenAI Chat Completions, streamed or not: the whole history in, the session's prompt
     forwarded to `EBBTIDE_PROXY__OPENAI_BASE_URL`, the upstream's answer back."""
-
-    def headers_of(body: ChatCompletionsBody) -> CallHeaders:
-        session_id = _session(session, *body.session_fallback())
-        return CallHeaders(ProxyRoute.CHAT_COMPLETIONS, tenant, session_id, context_window, recall)
-
-    return await _proxied(ctx, request, tenant, ChatCompletionsBody, headers_of)
+    route = ProxyRoute.CHAT_COMPLETIONS
+    return await _proxied(ctx, request, tenant, route, ChatCompletionsBody, options)
 
 
 @router.post(
@@ -440,23 +458,10 @@ async def chat_completions(
     responses={**ERROR_RESPONSES, 502: {"description": "Upstream unreachable"}, 504: {}},
     openapi_extra=_documented_body(MessagesBody),
 )
-async def messages(
-    request: Request,
-    ctx: Context,
-    tenant: Tenant,
-    session: SessionHeader = None,
-    context_window: WindowHeader = None,
-    recall: RecallHeader = "auto",
-) -> Response:
+async def messages(request: Request, ctx: Context, tenant: Tenant, options: Options) -> Response:
     """Anthropic Messages, streamed or not: the whole history in, the session's prompt
     forwarded to `EBBTIDE_PROXY__ANTHROPIC_BASE_URL`, the upstream's answer back."""
-
-    def headers_of(body: MessagesBody) -> CallHeaders:
-        user_id = body.metadata.user_id if body.metadata else None
-        session_id = _session(session, user_id, "metadata.user_id")
-        return CallHeaders(ProxyRoute.MESSAGES, tenant, session_id, context_window, recall)
-
-    return await _proxied(ctx, request, tenant, MessagesBody, headers_of)
+    return await _proxied(ctx, request, tenant, ProxyRoute.MESSAGES, MessagesBody, options)
 
 
 @router.post(
@@ -464,23 +469,11 @@ async def messages(
     responses={**ERROR_RESPONSES, 502: {"description": "Upstream unreachable"}, 504: {}},
     openapi_extra=_documented_body(ResponsesBody),
 )
-async def responses(
-    request: Request,
-    ctx: Context,
-    tenant: Tenant,
-    session: SessionHeader = None,
-    context_window: WindowHeader = None,
-    recall: RecallHeader = "auto",
-) -> Response:
+async def responses(request: Request, ctx: Context, tenant: Tenant, options: Options) -> Response:
     """OpenAI Responses, streamed or not: the whole conversation as `input` (stateless:
     `previous_response_id` is refused), the session's prompt forwarded to
     `EBBTIDE_PROXY__OPENAI_BASE_URL`, the upstream's answer back, its output recorded."""
-
-    def headers_of(body: ResponsesBody) -> CallHeaders:
-        session_id = _session(session, *body.session_fallback())
-        return CallHeaders(ProxyRoute.RESPONSES, tenant, session_id, context_window, recall)
-
-    return await _proxied(ctx, request, tenant, ResponsesBody, headers_of)
+    return await _proxied(ctx, request, tenant, ProxyRoute.RESPONSES, ResponsesBody, options)
 
 
 def _models_provider(request: Request) -> Provider:
