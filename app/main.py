@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from app.api.errors import BodySizeLimit, install_error_handlers
 from app.api.mcp import MCP_PATH, PostOnly, bearer_from_headers, build_mcp
 from app.api.observability import RequestObserver
+from app.api.pages import guard_docs_pages
 from app.api.proxy import PROXY_PREFIX, document_bodies
 from app.api.proxy import router as proxy_router
 from app.api.routes import router
@@ -140,29 +141,6 @@ def build_context(
     )
 
 
-# The docs pages run their own inline start-up script and styles; nothing else leaves the
-# server, so a page works offline and never calls another host (ReDoc's footer logo would).
-DOCS_PAGES = frozenset({"/docs", "/redoc"})
-DOCS_PAGE_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'self'; script-src 'self' 'unsafe-inline'; "
-        "style-src 'self' 'unsafe-inline'; img-src 'self' data:; worker-src 'self' blob:; "
-        "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
-    ),
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
-}
-
-
-async def _guard_docs_pages(
-    request: Request, call_next: Callable[[Request], Awaitable[Response]]
-) -> Response:
-    response = await call_next(request)
-    if request.url.path in DOCS_PAGES:
-        response.headers.update(DOCS_PAGE_HEADERS)
-    return response
-
-
 def create_app(
     *,
     settings: Settings | None = None,
@@ -229,7 +207,7 @@ def create_app(
         app.state.context = context  # test clients may not run the lifespan
     install_error_handlers(app)
     if serve_docs:
-        app.middleware("http")(_guard_docs_pages)
+        guard_docs_pages(app)
     app.include_router(router)
     app.include_router(proxy_router)
     document_bodies(app)

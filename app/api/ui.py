@@ -13,7 +13,6 @@ login is needed, as for the API. The pages' own calls (search, trace) must carry
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated
 from urllib.parse import quote
@@ -26,6 +25,7 @@ from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel, Field
 
 from app.api.deps import service_context
+from app.api.pages import guard_pages
 from app.api.schemas import CHUNK_ID_PATTERN, SESSION_ID_PATTERN
 from app.api.ui_chart import budget_chart
 from app.core.errors import Forbidden, SessionNotFound, Unauthenticated
@@ -314,18 +314,13 @@ PAGE_HEADERS = {
 }
 
 
-async def _guard_pages(
-    request: Request, call_next: Callable[[Request], Awaitable[Response]]
-) -> Response:
-    response = await call_next(request)
-    if request.url.path == UI_PREFIX or request.url.path.startswith(f"{UI_PREFIX}/"):
-        response.headers.update(PAGE_HEADERS)
-    return response
+def _is_page(path: str) -> bool:
+    return path == UI_PREFIX or path.startswith(f"{UI_PREFIX}/")
 
 
 def install_inspector(app: FastAPI) -> None:
     """Mounts the pages, their static files, the login redirect and the pages' headers."""
-    app.middleware("http")(_guard_pages)
+    guard_pages(app, PAGE_HEADERS, _is_page)
     app.include_router(router)
     app.mount(f"{UI_PREFIX}/static", StaticFiles(directory=HERE / "static"), name="ui-static")
     app.add_exception_handler(LoginRequired, _login_redirect)

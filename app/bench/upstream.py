@@ -15,7 +15,7 @@ import asyncio
 import json
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -341,6 +341,27 @@ async def _responses_events(body: Json, answer: Answer) -> AsyncIterator[bytes]:
     yield event("response.completed", response=_response(body, answer, output))
 
 
+def _openai_completion(body: Json, answer: Answer) -> Json:
+    choice = {"index": 0, "message": _openai_message(answer), "logprobs": None}
+    choice["finish_reason"] = "tool_calls" if answer.calls else "stop"
+    return {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body["model"],
+        "choices": [choice],
+        "usage": _openai_usage(body, answer),
+    }
+
+
+def _whole_response(body: Json, answer: Answer) -> Json:
+    return _response(body, answer, _responses_output(answer))
+
+
+def _whole_message(body: Json, answer: Answer) -> Json:
+    return _anthropic_message(body, answer, _anthropic_blocks(answer))
+
+
 MODELS = ("scripted-small", "scripted-large")
 
 
@@ -371,38 +392,30 @@ class ScriptedUpstream:
             answer = reply(f"late {len(self.seen)}")
         return body, answer
 
-    async def _chat_completions(self, request: Request) -> Response:
+    async def _scripted(
+        self,
+        request: Request,
+        events: Callable[[Json, Answer], AsyncIterator[bytes]],
+        whole: Callable[[Json, Answer], Json],
+        id_header: str,
+    ) -> Response:
+        """The script's next answer to a model call: its error status, its events when the
+        call streams, else the whole reply with a request id."""
         body, answer = await self._next(request)
         if answer.kind == "status":
             return JSONResponse(answer.body, status_code=answer.status, headers=answer.headers)
         if body.get("stream"):
-            return StreamingResponse(_openai_events(body, answer), media_type="text/event-stream")
-        choice = {"index": 0, "message": _openai_message(answer), "logprobs": None}
-        choice["finish_reason"] = "tool_calls" if answer.calls else "stop"
-        return JSONResponse(
-            {
-                "id": "chatcmpl-scripted",
-                "object": "chat.completion",
-                "created": 0,
-                "model": body["model"],
-                "choices": [choice],
-                "usage": _openai_usage(body, answer),
-            },
-            headers={"x-request-id": f"req_{len(self.seen)}"},
-        )
+            return StreamingResponse(events(body, answer), media_type="text/event-stream")
+        return JSONResponse(whole(body, answer), headers={id_header: f"req_{len(self.seen)}"})
+
+    async def _chat_completions(self, request: Request) -> Response:
+        return await self._scripted(request, _openai_events, _openai_completion, "x-request-id")
 
     async def _responses(self, request: Request) -> Response:
-        body, answer = await self._next(request)
-        if answer.kind == "status":
-            return JSONResponse(answer.body, status_code=answer.status, headers=answer.headers)
-        if body.get("stream"):
-            return StreamingResponse(
-                _responses_events(body, answer), media_type="text/event-stream"
-            )
-        return JSONResponse(
-            _response(body, answer, _responses_output(answer)),
-            headers={"x-request-id": f"req_{len(self.seen)}"},
-        )
+        return await self._scripted(request, _responses_events, _whole_response, "x-request-id")
+
+    async def _messages(self, request: Request) -> Response:
+        return await self._scripted(request, _anthropic_events, _whole_message, "request-id")
 
     def _look(self, request: Request) -> None:
         self.seen.append(Seen(request.url.path, dict(request.headers), {}))
@@ -439,17 +452,6 @@ class ScriptedUpstream:
         body = await request.json()
         self.seen.append(Seen(request.url.path, dict(request.headers), body))
         return JSONResponse({"input_tokens": _prompt_tokens(body)})
-
-    async def _messages(self, request: Request) -> Response:
-        body, answer = await self._next(request)
-        if answer.kind == "status":
-            return JSONResponse(answer.body, status_code=answer.status, headers=answer.headers)
-        if body.get("stream"):
-            return StreamingResponse(
-                _anthropic_events(body, answer), media_type="text/event-stream"
-            )
-        message = _anthropic_message(body, answer, _anthropic_blocks(answer))
-        return JSONResponse(message, headers={"request-id": f"req_{len(self.seen)}"})
 
 
 @contextmanager

@@ -18,7 +18,7 @@ from app.services.auth import create_key
 from app.services.context import ServiceContext
 from app.store.database import Database
 from app.store.migrate import upgrade_head
-from tests.api.live import LiveServer, fresh_named_database, live_server
+from tests.api.live import LiveServer, fresh_named_database, live_server, serving_proxy
 from tests.api.proxy_helpers import EBBTIDE, TIMEOUT_S, UPSTREAM, Proxy
 from tests.conftest import make_settings
 
@@ -46,6 +46,21 @@ async def _make_keys(url: str) -> dict[str, str]:
         }
     finally:
         await ctx.aclose()
+
+
+LIVE_PROXY_TIMEOUT_S = 5.0
+
+
+@pytest.fixture(scope="module")
+def live_proxy(
+    database_url: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[tuple[str, ScriptedUpstream]]:
+    """A real `ebbtide serve` on a database of the module's own, the scripted upstream behind
+    its proxy: the server's base URL and the upstream."""
+    name = request.module.__name__.rsplit(".", 1)[-1]
+    log = tmp_path_factory.mktemp(name) / "serve.log"
+    with serving_proxy(database_url, f"ebbtide_{name}", log, LIVE_PROXY_TIMEOUT_S) as served:
+        yield served
 
 
 @pytest.fixture

@@ -7,13 +7,11 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from app.bench.upstream import ScriptedUpstream
-from tests.api.live import serving_proxy
 
 ADAPTERS = Path(__file__).parents[2] / "docs" / "ADAPTERS.md"
 EXAMPLE = re.compile(r"^```python\n(.*?)^```$", re.MULTILINE | re.DOTALL)
@@ -24,15 +22,6 @@ def examples() -> list[str]:
     return EXAMPLE.findall(ADAPTERS.read_text())
 
 
-@pytest.fixture(scope="module")
-def live(
-    database_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, ScriptedUpstream]]:
-    log = tmp_path_factory.mktemp("adapter-docs") / "serve.log"
-    with serving_proxy(database_url, "ebbtide_adapter_docs", log, timeout_s=5.0) as served:
-        yield served
-
-
 def test_the_page_has_an_example_for_every_way_in() -> None:
     found = "\n".join(examples())
     for way in ("OpenAI(", "Anthropic(", "EbbtideWindow(", "EbbtideMiddleware(", "pre_model_hook("):
@@ -41,8 +30,10 @@ def test_the_page_has_an_example_for_every_way_in() -> None:
 
 
 @pytest.mark.parametrize("index", range(len(examples())))
-def test_each_example_runs(live: tuple[str, ScriptedUpstream], tmp_path: Path, index: int) -> None:
-    base, _ = live
+def test_each_example_runs(
+    live_proxy: tuple[str, ScriptedUpstream], tmp_path: Path, index: int
+) -> None:
+    base, _ = live_proxy
     program = tmp_path / f"example_{index}.py"
     program.write_text(examples()[index])
     done = subprocess.run(

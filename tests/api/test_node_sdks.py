@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,6 @@ import httpx
 import pytest
 
 from app.bench.upstream import MODELS, ScriptedUpstream
-from tests.api.live import serving_proxy
 
 NODE_DIR = Path(__file__).parents[1] / "node"
 NPM_TIMEOUT_S = 300
@@ -44,15 +42,6 @@ def node_modules() -> Path:
     return NODE_DIR / "node_modules"
 
 
-@pytest.fixture(scope="module")
-def live(
-    database_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, ScriptedUpstream]]:
-    log = tmp_path_factory.mktemp("node") / "serve.log"
-    with serving_proxy(database_url, "ebbtide_node", log, timeout_s=5.0) as served:
-        yield served
-
-
 def run_clients(base: str) -> dict[str, Any]:
     done = subprocess.run(
         ["node", str(NODE_DIR / "proxy_clients.mjs")],
@@ -73,9 +62,9 @@ def window_messages(base: str, session: str) -> int:
 
 
 def test_the_node_sdks_talk_through_the_proxy(
-    node_modules: Path, live: tuple[str, ScriptedUpstream]
+    node_modules: Path, live_proxy: tuple[str, ScriptedUpstream]
 ) -> None:
-    base, upstream = live
+    base, upstream = live_proxy
     said = run_clients(base)
     paths = [seen.path for seen in upstream.seen]
     assert paths.count("/v1/chat/completions") == 2 and paths.count("/v1/responses") == 2
