@@ -16,6 +16,7 @@ from app.api.pages import guard_docs_pages
 from app.api.proxy import PROXY_PREFIX, document_bodies
 from app.api.proxy import router as proxy_router
 from app.api.routes import router
+from app.api.traffic import CountTraffic
 from app.api.ui import install_inspector
 from app.bench.floor import router as floor_router
 from app.core.ports import ChatModel, Embedder, QueryRewriter, Reranker
@@ -228,5 +229,6 @@ def create_app(
         by_prefix=((PROXY_PREFIX, settings.proxy.max_body_bytes),),
     )
     app.add_middleware(PostOnly)
+    app.add_middleware(CountTraffic)
     app.add_middleware(RequestObserver, log_bodies=settings.log.debug_content)  # outermost
     return app

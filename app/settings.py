@@ -543,17 +543,18 @@ class ThrottleSettings(BaseModel):
         "and its objects freed by then), the caches it filled are emptied and the heap's free "
         "pages go back to the system.",
     )
-    worker_run_ms: float = Field(
-        4.0,
-        gt=0,
-        description="A large call's step on a worker thread works this long, then rests "
-        "(`worker_rest_ms`) at its next yield point.",
-    )
-    worker_rest_ms: float = Field(
-        4.0,
+    step_aside_wait_ms: float = Field(
+        25.0,
         ge=0,
-        description="How long it rests: the event loop has the interpreter to itself "
-        "meanwhile (0: no rests; the call is quicker, everyone else slower).",
+        description="While other calls are in progress, a large call waits at its yield points "
+        "for them to end, this long at most (0: it never waits; the call is quicker, everyone "
+        "else slower).",
+    )
+    step_aside_run_ms: float = Field(
+        2.0,
+        gt=0,
+        description="Under other calls, a large call works at least this long (CPU time) "
+        "between two waits, so that it moves on under a steady load.",
     )
     switch_interval_s: float = Field(
         0.0005,

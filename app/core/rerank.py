@@ -159,7 +159,23 @@ def lexical_scores(query_terms: Collection[str], texts: Sequence[str]) -> list[f
         pace()  # each term is a pass over every candidate
         weight[term] = math.log(1 + len(texts) / (1 + sum(term in terms for terms in present)))
     total = sum(weight.values())
-    return [sum(weight[t] for t in query_terms if t in terms) / total for terms in present]
+    shares = []
+    for terms in present:
+        pace()
+        shares.append(sum(weight[t] for t in query_terms if t in terms) / total)
+    return shares
+
+
+def scored_by_terms(
+    candidates: Sequence[Candidate], query_terms: Collection[str]
+) -> list[Candidate]:
+    """The candidates, each with its `lexical_scores` share of the query's terms."""
+    shares = lexical_scores(query_terms, [c.raw_text for c in candidates])
+    scored = []
+    for candidate, share in zip(candidates, shares, strict=True):
+        pace()
+        scored.append(replace(candidate, lexical_score=share))
+    return scored
 
 
 def entity_matches(entities: Sequence[str], text: str) -> int:
@@ -283,6 +299,7 @@ def evidence(hits: Sequence[ScoredHit], rules: EvidenceRules, *, gated: bool) ->
         hits, rules = that_day, rules.within_the_day()
 
     def holds(hit: ScoredHit) -> bool:
+        pace()
         worded = (hit.candidate.lexical_score or 0) >= rules.min_share > 0
         named = (rules.entities or rules.words_only) and hit.entity_matches > 0
         if rules.words_only:

@@ -106,7 +106,7 @@ class ChunkDraft:
     tokens: int
     summary_hint: str
     content_hash: str
-    lexical_terms: tuple[str, ...] = field(default=())
+    lexical_terms: tuple[str, ...] = field(default=())  # each once (`distinct_terms`)
     units: tuple[UnitDraft, ...] = field(default=())
     # The messages as posted, payloads replaced by blob references (app/core/blobs.py).
     sources: tuple[JsonObject, ...] = field(default=())

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
 from app import metrics
@@ -442,6 +442,29 @@ def evidence_rules(
     )
 
 
+@dataclass(frozen=True)
+class Screened:
+    """The fused hits against what the caller already has (`exclude_ids`): what it has is
+    reported when it would have been evidence, and the rest is judged without it, since a
+    chunk in the context never vouches for the ones around it."""
+
+    excluded: list[str]  # the evidence the caller has, by id
+    new: list[ScoredHit]  # every hit the caller has not
+    new_held: list[ScoredHit]  # the evidence among those
+
+
+def _screened(
+    hits: Sequence[ScoredHit], rules: EvidenceRules, exclude_ids: Collection[str]
+) -> Screened:
+    held = rerank.evidence(hits, rules, gated=True)
+    excluded = [h.candidate.chunk_id for h in held if h.candidate.chunk_id in exclude_ids]
+    return Screened(
+        excluded,
+        [h for h in hits if h.candidate.chunk_id not in exclude_ids],
+        [h for h in held if h.candidate.chunk_id not in exclude_ids],
+    )
+
+
 async def retrieve(
     ctx: ServiceContext,
     session_key: str,
@@ -494,9 +517,7 @@ async def retrieve(
     candidates += await ctx.throttle.run(
         _from_fresh_all, fresh, vectors, settings.context_weight, focus
     )
-    texts = [c.raw_text for c in candidates]
-    shares = await ctx.throttle.run(rerank.lexical_scores, query.terms, texts)
-    candidates = [replace(c, lexical_score=v) for c, v in zip(candidates, shares, strict=True)]
+    candidates = await ctx.throttle.run(rerank.scored_by_terms, candidates, query.terms)
     timings["search"] = _ms_since(mark)
     mark = time.perf_counter()
     hits = await ctx.throttle.run(
@@ -507,19 +528,18 @@ async def retrieve(
         settings.confidence.weights_for(ctx.embedder.model_name),
     )
     rules = evidence_rules(settings, query, hits, asked=asked)
-    # What the caller already has is reported when it would have been evidence, and the rest
-    # is judged without it: a chunk in the context never vouches for the ones around it.
-    held = rerank.evidence(hits, rules, gated=True)
-    excluded = [h.candidate.chunk_id for h in held if h.candidate.chunk_id in exclude_ids]
-    fused = hits
-    hits = [h for h in hits if h.candidate.chunk_id not in exclude_ids]
+    screened = await ctx.throttle.run(_screened, hits, rules, exclude_ids)
+    excluded, fused, hits = screened.excluded, hits, screened.new
     tiered = None
     if tiering is not None and not rules.words_only and ctx.settings.reranker.judge_floor is None:
-        need = need_of(query, hits, forced=tiering.forced, seen_terms=tiering.seen_terms)
-        vouched = [h for h in held if h.candidate.chunk_id not in exclude_ids]  # holds alone
+        need = await ctx.throttle.run(
+            need_of, query, hits, forced=tiering.forced, seen_terms=tiering.seen_terms
+        )
+        vouched = screened.new_held  # holds alone
         if not settings.confidence.fits(ctx.embedder.model_name):
             hits = vouched  # its confidence orders but cannot vouch
-        tiered = tiers(
+        tiered = await ctx.throttle.run(
+            tiers,
             hits,
             need,
             tiering.rules,

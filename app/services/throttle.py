@@ -8,12 +8,14 @@
   tenant has at most `large_calls_per_tenant` in progress, the next few wait in line holding
   only their bytes, and one past the line is refused. While it is in progress, a large call's
   CPU-heavy steps (parsing, reconciling, digesting, planning, chunking, extracting facts) run
-  on a small thread pool (`run`) instead of the event loop, which keeps answering everyone
-  else between the interpreter's switches. There the steps are paced (`DutyCycle`): after
-  `worker_run_ms` of work the thread sleeps `worker_rest_ms` at its next `pace()`, so the
-  loop holds the interpreter alone for that long and finishes its other callers' round trips
-  without waiting out a switch interval at each one. The call's own steps on the loop (its
-  rows, a statement at a time) rest in the same proportion (`LoopDutyCycle`).
+  on a small thread pool (`run`) instead of the event loop.
+- A large call steps aside for everyone else (`Traffic`, `StepAside`, `LoopStepAside`): at
+  each `pace()` of its worker thread and before each statement of its rows on the loop, while
+  other calls are in progress it waits for them to end (`step_aside_wait_ms` at most; then
+  it does at least `step_aside_run_ms` of work, or one statement, before it waits again).
+  Meanwhile the loop holds the interpreter alone and finishes those calls' round trips
+  without waiting out a switch interval at each one; with nobody else in progress the large
+  call works at full speed.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, asynccontextmanager, nullcontext, suppress
 from enum import StrEnum
@@ -94,56 +96,110 @@ def _lower_priority(nice: int) -> None:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
 
 
-class DutyCycle:
-    """A pacer for one step on a worker thread, at its `pace()` calls: once `run_s` of the
-    thread's own CPU time (`time.thread_time`: not its waits for the interpreter's lock,
-    the database or the network) has gone by since the last rest, it sleeps `rest_s` for
-    each `run_s` of it; a sleep lets the interpreter's lock go."""
+class Traffic:
+    """The calls in progress that a large call steps aside for: every HTTP request the
+    server is answering (`enter` / `leave`, by the `CountTraffic` middleware) less the large
+    calls themselves (`set_aside` / `rejoin`), which would otherwise wait for each other.
+    Counted on the event loop; worker threads wait for it through a `threading.Event`."""
+
+    def __init__(self) -> None:
+        self._requests = 0
+        self._large = 0
+        self._quiet = threading.Event()
+        self._quiet.set()
+        self._loop_waiters: list[asyncio.Future[None]] = []
+
+    @property
+    def busy(self) -> bool:
+        """Another call than a large one is in progress."""
+        return self._requests > self._large
+
+    def enter(self) -> None:
+        self._requests += 1
+        self._changed()
+
+    def leave(self) -> None:
+        self._requests -= 1
+        self._changed()
+
+    def set_aside(self) -> None:
+        """A large call's own request (in progress or in line) is not traffic to wait for."""
+        self._large += 1
+        self._changed()
+
+    def rejoin(self) -> None:
+        self._large -= 1
+        self._changed()
+
+    def _changed(self) -> None:
+        if self.busy:
+            self._quiet.clear()
+            return
+        self._quiet.set()
+        for waiter in self._loop_waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._loop_waiters.clear()
+
+    def wait_quiet(self, timeout_s: float) -> bool:
+        """On a worker thread: until no other call is in progress, `timeout_s` at most
+        (the interpreter's lock is let go meanwhile). True if it is quiet."""
+        return self._quiet.wait(timeout_s)
+
+    async def quiet(self, timeout_s: float) -> bool:
+        """On the loop: the same, the loop serving those calls meanwhile."""
+        if not self.busy:
+            return True
+        waiter = asyncio.get_running_loop().create_future()
+        self._loop_waiters.append(waiter)
+        await asyncio.wait({waiter}, timeout=timeout_s)
+        if not waiter.done():
+            self._loop_waiters.remove(waiter)
+        return not self.busy
+
+
+class StepAside:
+    """A pacer for one step of a large call on a worker thread, at its `pace()` calls: while
+    other calls are in progress, once it has worked `run_s` of the thread's own CPU time
+    (`time.thread_time`: not its waits for the interpreter's lock, the database or the
+    network) since it last waited, it waits for them to end, `wait_s` at most. The run is
+    what keeps a large call moving under a steady load; with nobody else in progress it
+    never waits."""
 
     def __init__(
         self,
+        traffic: Traffic,
         run_s: float,
-        rest_s: float,
+        wait_s: float,
         clock: Callable[[], float] = time.thread_time,
-        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self._run_s, self._rest_s = run_s, rest_s
-        self._clock, self._sleep = clock, sleep
-        self._since = clock()
+        self._traffic, self._run_s, self._wait_s, self._clock = traffic, run_s, wait_s, clock
+        self._since: float | None = None  # not waited yet: the first call in is waited for
 
     def __call__(self) -> None:
-        worked = self._clock() - self._since
-        if worked >= self._run_s:
-            self._sleep(self._rest_s * worked / self._run_s)
-            self._since = self._clock()
+        if not self._traffic.busy:
+            return
+        if self._since is not None and self._clock() - self._since < self._run_s:
+            return
+        self._traffic.wait_quiet(self._wait_s)
+        self._since = self._clock()
 
 
-class LoopDutyCycle:
-    """A pacer for a large call's own steps on the event loop (`loop_step()`, a statement of
-    its rows each): the loop thread's CPU time inside each step adds up, and once it reaches
-    `run_s` the step ends with a rest `rest_s / run_s` times as long, the loop serving
-    everyone else meanwhile. Only the steps count: the loop's time between them belongs to
-    other callers."""
+class LoopStepAside:
+    """The same for a large call's own steps on the event loop (`loop_step()`, a statement
+    of its rows each): while other calls are in progress, each step waits for them to end
+    before it starts, `wait_s` at most, so that under a steady load the steps still go on,
+    one a wait. A statement's cost is mostly the database's, which the loop's CPU time does
+    not see: one not started is one the others' queries do not share the database with."""
 
-    def __init__(
-        self,
-        run_s: float,
-        rest_s: float,
-        clock: Callable[[], float] = time.thread_time,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    ) -> None:
-        self._run_s, self._rest_s = run_s, rest_s
-        self._clock, self._sleep = clock, sleep
-        self._worked = 0.0
+    def __init__(self, traffic: Traffic, wait_s: float) -> None:
+        self._traffic, self._wait_s = traffic, wait_s
 
     @asynccontextmanager
     async def step(self) -> AsyncIterator[None]:
-        started = self._clock()
+        if self._traffic.busy:
+            await self._traffic.quiet(self._wait_s)
         yield
-        self._worked += self._clock() - started
-        if self._worked >= self._run_s:
-            rest, self._worked = self._rest_s * self._worked / self._run_s, 0.0
-            await self._sleep(rest)
 
 
 class CallKind(StrEnum):
@@ -154,6 +210,7 @@ class CallKind(StrEnum):
 class Throttle:
     def __init__(self, settings: ThrottleSettings) -> None:
         self._settings = settings
+        self.traffic = Traffic()
         self._limiter = SlidingWindowCounterRateLimiter(MemoryStorage())
         self._rates: dict[str, RateLimitItem] = {
             CallKind.TURN: RateLimitItemPerMinute(settings.turns_per_minute),
@@ -222,6 +279,7 @@ class Throttle:
             )
         slots = self._slots.setdefault(tenant, asyncio.Semaphore(most))
         self._holders[tenant] = held + 1
+        self.traffic.set_aside()
         try:
             metrics.LARGE_CALLS.labels(state="waiting").inc()
             try:
@@ -250,6 +308,7 @@ class Throttle:
                         self._settings.give_back_after_s, self._give_back
                     )
         finally:
+            self.traffic.rejoin()
             self._holders[tenant] -= 1
             if not self._holders[tenant]:  # nobody holds or waits: forget the tenant
                 del self._holders[tenant]
@@ -284,17 +343,19 @@ class Throttle:
         return await asyncio.get_running_loop().run_in_executor(self._pool, call)
 
     def _loop_paced(self) -> AbstractContextManager[None]:
-        """The large call's own steps on the loop, paced as its worker's (none at rest 0)."""
-        rest_s = self._settings.worker_rest_ms / 1000
-        if rest_s <= 0:
+        """The large call's own steps on the loop step aside as its worker's do (none at a
+        wait of 0)."""
+        wait_s = self._settings.step_aside_wait_ms / 1000
+        if wait_s <= 0:
             return nullcontext()
-        return loop_paced_by(LoopDutyCycle(self._settings.worker_run_ms / 1000, rest_s))
+        return loop_paced_by(LoopStepAside(self.traffic, wait_s))
 
     def _paced(self, work: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        rest_s = self._settings.worker_rest_ms / 1000
-        if rest_s <= 0:
+        wait_s = self._settings.step_aside_wait_ms / 1000
+        if wait_s <= 0:
             return work(*args, **kwargs)
-        with paced_by(DutyCycle(self._settings.worker_run_ms / 1000, rest_s)):
+        run_s = self._settings.step_aside_run_ms / 1000
+        with paced_by(StepAside(self.traffic, run_s, wait_s)):
             return work(*args, **kwargs)
 
     def close(self) -> None:

@@ -32,7 +32,7 @@ async def insert_chunks(
 ) -> None:
     """Writes the chunks and their units; a chunk without vectors is marked for re-embedding.
     `archived_turn`: the first turn that has them in its archive."""
-    terms = sum(len(set(chunk.draft.lexical_terms)) for chunk in chunks)
+    terms = sum(len(chunk.draft.lexical_terms) for chunk in chunks)  # distinct already
     await add_to_lexical_totals(db, session_id, len(chunks), terms)
     statement = insert(CHUNKS).values(
         lexical=func.array_to_tsvector(bindparam("lexical_terms", type_=ARRAY(Text)))

@@ -16,12 +16,13 @@ from app.core.errors import LargeCallsWaiting
 from app.core.facts import content_tokens
 from app.core.lexical import term_set
 from app.core.pace import current_loop_pacer, current_pacer
+from app.main import create_app
 from app.services.auth import create_key
 from app.services.context import ServiceContext
 from app.services.throttle import (
     CACHES_LARGE_CALLS_FILL,
-    DutyCycle,
-    LoopDutyCycle,
+    LoopStepAside,
+    StepAside,
     Throttle,
 )
 from app.settings import ThrottleSettings
@@ -117,6 +118,26 @@ async def test_a_large_proxy_call_answers_as_a_small_one_does(proxy: Proxy) -> N
     assert int(answer.headers["X-Ebbtide-Offloaded-Chunks"]) > 0
 
 
+async def test_every_request_in_progress_is_traffic_but_a_large_calls_own(
+    ctx: ServiceContext,
+) -> None:
+    app = create_app(context=ctx)
+    traffic = ctx.throttle.traffic
+
+    async def probe() -> dict[str, bool]:
+        busy_as_a_request = traffic.busy
+        async with ctx.throttle.large_call("acme"):
+            busy_as_a_large_call = traffic.busy
+        return {"request": busy_as_a_request, "large_call": busy_as_a_large_call}
+
+    app.add_api_route("/probe-traffic", probe)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://ebbtide") as http:
+        seen = (await http.get("/probe-traffic")).json()
+    assert seen == {"request": True, "large_call": False}
+    assert not traffic.busy  # the request has ended
+
+
 def _priority() -> int:
     return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
 
@@ -136,15 +157,15 @@ async def test_a_large_calls_work_runs_off_the_event_loop_and_a_small_ones_does_
         throttle.close()
 
 
-async def test_a_large_calls_steps_are_paced_and_a_small_ones_are_not() -> None:
+async def test_a_large_calls_steps_step_aside_and_a_small_ones_do_not() -> None:
     paced = Throttle(ThrottleSettings())
-    unpaced = Throttle(ThrottleSettings(worker_rest_ms=0))
+    unpaced = Throttle(ThrottleSettings(step_aside_wait_ms=0))
     try:
         assert await paced.run(current_pacer) is None
         assert current_loop_pacer() is None
         async with paced.large_call("acme"):
-            assert isinstance(await paced.run(current_pacer), DutyCycle)
-            assert isinstance(current_loop_pacer(), LoopDutyCycle)  # its writes on the loop
+            assert isinstance(await paced.run(current_pacer), StepAside)
+            assert isinstance(current_loop_pacer(), LoopStepAside)  # its writes on the loop
         assert current_loop_pacer() is None
         async with unpaced.large_call("acme"):
             assert await unpaced.run(current_pacer) is None

@@ -115,3 +115,9 @@ async def test_the_engine_is_postgres_18_sized_to_the_machine(database: Database
             text("SELECT setting FROM pg_settings WHERE name = 'shared_buffers'")
         )
     assert int(pages) * 8 // 1024 == shared_buffers_mb(memory)  # in 8 kB pages
+    async with database.transaction() as db:
+        rows = await db.execute(
+            text("SELECT name, setting FROM pg_settings WHERE name LIKE 'wal_%'")
+        )
+        wal = {name: setting for name, setting in rows}
+    assert (wal["wal_writer_delay"], wal["wal_init_zero"]) == ("10", "off")  # ms

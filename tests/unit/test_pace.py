@@ -1,11 +1,11 @@
-"""Yield points in the long loops (app/core/pace.py) and the worker's duty cycle."""
+"""Yield points in the long loops (app/core/pace.py) and how a large call steps aside at
+them for the calls in progress."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-
-import pytest
 
 from app.core.facts import SourceMessage, extract
 from app.core.lexical import lexical_terms
@@ -17,7 +17,7 @@ from app.core.pace import (
     pace,
     paced_by,
 )
-from app.services.throttle import DutyCycle, LoopDutyCycle
+from app.services.throttle import LoopStepAside, StepAside, Traffic
 
 
 class Calls:
@@ -71,31 +71,73 @@ def test_tokenizing_paces_once_per_text() -> None:
 class FakeClock:
     def __init__(self) -> None:
         self.now = 0.0
-        self.slept: list[float] = []
 
     def __call__(self) -> float:
         return self.now
 
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
+
+class RecordingTraffic(Traffic):
+    """The real counts; each wait is recorded and returns at once (as at its timeout)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+
+    def wait_quiet(self, timeout_s: float) -> bool:
+        self.waits.append(timeout_s)
+        return not self.busy
+
+    async def quiet(self, timeout_s: float) -> bool:
+        return self.wait_quiet(timeout_s)
 
 
-def test_the_duty_cycle_rests_after_each_run_of_work_and_not_before() -> None:
-    clock = FakeClock()
-    cycle = DutyCycle(run_s=0.002, rest_s=0.001, clock=clock, sleep=clock.sleep)
+def test_traffic_is_every_request_in_progress_but_the_large_calls() -> None:
+    traffic = Traffic()
+    assert not traffic.busy
+    traffic.enter()  # a large call's own request...
+    traffic.set_aside()  # ...set aside once it holds its place
+    assert not traffic.busy
+    traffic.enter()  # someone else's
+    assert traffic.busy
+    assert not traffic.wait_quiet(0.001)
+    traffic.leave()
+    assert not traffic.busy
+    assert traffic.wait_quiet(0.0)
+    traffic.rejoin()
+    traffic.leave()
+    assert not traffic.busy
+
+
+def test_a_worker_step_waits_for_others_only_after_its_least_run_of_work() -> None:
+    clock, traffic = FakeClock(), RecordingTraffic()
+    step = StepAside(traffic, run_s=0.002, wait_s=0.025, clock=clock)
+    clock.now += 1.0
+    step()  # nobody else in progress: it works on, however long
+    assert traffic.waits == []
+    traffic.enter()
+    step()  # someone came: waited for at once
+    assert traffic.waits == [0.025]
     clock.now += 0.0015
-    cycle()  # 1.5 ms of work: no rest yet
-    assert clock.slept == []
+    step()  # under the least run since the wait
+    assert traffic.waits == [0.025]
     clock.now += 0.001
-    cycle()  # 2.5 ms: rests half as long as it worked; the next run starts after the rest
-    assert clock.slept == [0.00125]
-    clock.now += 0.0019
-    cycle()
-    assert clock.slept == [0.00125]
-    clock.now += 0.0001
-    cycle()
-    assert clock.slept == pytest.approx([0.00125, 0.001])
+    step()
+    assert traffic.waits == [0.025, 0.025]
+    traffic.leave()
+    clock.now += 1.0
+    step()
+    assert traffic.waits == [0.025, 0.025]
+
+
+async def test_a_worker_step_resumes_as_soon_as_the_others_end() -> None:
+    traffic = Traffic()
+    traffic.enter()
+    step = StepAside(traffic, run_s=0.002, wait_s=30.0)
+    waiting = asyncio.get_running_loop().run_in_executor(None, step)
+    await asyncio.sleep(0.05)
+    assert not waiting.done()  # the request is still in progress
+    traffic.leave()
+    await asyncio.wait_for(waiting, timeout=10)  # long before the 30 s it might wait
 
 
 class CountingLoopPacer:
@@ -122,21 +164,43 @@ async def test_a_loop_pacer_steps_only_inside_its_block() -> None:
     assert current_loop_pacer() is None
 
 
-async def test_the_loop_duty_cycle_counts_only_its_steps_and_rests_in_proportion() -> None:
-    clock = FakeClock()
-    rested: list[float] = []
+async def test_the_loops_steps_wait_before_they_start_while_others_are_in() -> None:
+    traffic = RecordingTraffic()
+    steps = LoopStepAside(traffic, wait_s=0.025)
+    async with steps.step():
+        pass  # nobody else in progress: no wait
+    assert traffic.waits == []
+    traffic.enter()
+    async with steps.step():
+        assert traffic.waits == [0.025]  # someone came: waited for before the statement
+    async with steps.step():
+        pass
+    assert traffic.waits == [0.025, 0.025]
+    traffic.leave()
+    async with steps.step():
+        pass
+    assert traffic.waits == [0.025, 0.025]
 
-    async def sleep(seconds: float) -> None:
-        rested.append(seconds)
 
-    cycle = LoopDutyCycle(run_s=0.004, rest_s=0.002, clock=clock, sleep=sleep)
-    async with cycle.step():
-        clock.now += 0.003
-    assert rested == []
-    clock.now += 5.0  # the loop serving others between two steps: not this call's work
-    async with cycle.step():
-        clock.now += 0.005  # 8 ms of steps: a rest of half that
-    assert rested == pytest.approx([0.004])
-    async with cycle.step():
-        clock.now += 0.001
-    assert rested == pytest.approx([0.004])  # counted afresh after the rest
+async def test_under_a_steady_load_the_loops_steps_go_on_one_at_a_time() -> None:
+    traffic = RecordingTraffic()  # its waits end at once, as at their timeout
+    traffic.enter()
+    steps = LoopStepAside(traffic, wait_s=0.025)
+    started = 0
+    for _ in range(3):
+        async with steps.step():
+            started += 1
+    assert (started, len(traffic.waits)) == (3, 3)
+
+
+async def test_the_loop_waits_for_the_others_while_serving_them() -> None:
+    traffic = Traffic()
+    traffic.enter()
+    waiting = asyncio.create_task(traffic.quiet(30.0))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    traffic.leave()
+    assert await asyncio.wait_for(waiting, timeout=10)
+    traffic.enter()
+    assert not await traffic.quiet(0.01)  # at most its timeout
+    traffic.leave()

@@ -20,6 +20,7 @@ from app.core.rerank import (
     pack,
     reorder,
     said_on_the_day,
+    scored_by_terms,
     shifted_query,
     truncate_to_tokens,
 )
@@ -67,6 +68,15 @@ def test_lexical_scores_weigh_rare_terms_over_common_ones() -> None:
     assert full == 1.0 and none == 0.0
     assert 0 < common < 0.5  # "cloud" is in three of four texts, "budget" in one
     assert lexical_scores((), ["x"]) == [0.0]
+
+
+def test_each_candidate_is_scored_with_its_share_of_the_query_terms() -> None:
+    texts = ["the cloud budget", "cloud only", "nothing here"]
+    candidates = [make_candidate(f"c{i}", raw_text=text) for i, text in enumerate(texts)]
+    scored = scored_by_terms(candidates, ("budget", "cloud"))
+    assert [c.lexical_score for c in scored] == lexical_scores(("budget", "cloud"), texts)
+    assert [c.chunk_id for c in scored] == ["c0", "c1", "c2"]
+    assert scored[0].lexical_score == 1.0 and scored[2].lexical_score == 0.0
 
 
 NO_LIFTS = FusionWeights(term=0, entity=0, recency=0)
