@@ -188,6 +188,11 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
 
 
 SYSTEM_ALLOCATOR = "malloc"
+# glibc's own default, made fixed: left to itself glibc raises the threshold to the largest
+# block freed so far (up to 32 MiB), and a large call's big buffers (its body, its rows) then
+# come from the heap, where the next call's leave them scattered: a second 20,000-message call
+# kept 21.6 MiB more than the first, a fixed threshold 4.9 (docs/RELIABILITY.md).
+MMAP_THRESHOLD_BYTES = 128 * 1024
 
 
 def run_on_the_system_allocator() -> None:
@@ -196,10 +201,15 @@ def run_on_the_system_allocator() -> None:
     a 1 MiB block back only when every object in it is gone, so after a whole history posted
     at once a few long-lived objects kept most of the call's memory (+60 % of the server's
     resident size, docs/RELIABILITY.md); glibc's gives back every free page (malloc_trim in
-    app/services/throttle.py)."""
+    app/services/throttle.py). Blocks of `MMAP_THRESHOLD_BYTES` or more are mapped on their
+    own and unmapped when freed, unless MALLOC_MMAP_THRESHOLD_ says otherwise."""
     if "PYTHONMALLOC" in os.environ:
         return
-    environment = {**os.environ, "PYTHONMALLOC": SYSTEM_ALLOCATOR}
+    environment = {
+        "MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD_BYTES),
+        **os.environ,
+        "PYTHONMALLOC": SYSTEM_ALLOCATOR,
+    }
     os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], environment)
 
 

@@ -1,7 +1,9 @@
 """One caller's huge proxy call against everyone else, for docs/RELIABILITY.md: while tenant
 `heavy` sends one whole-history proxy call of `--messages` messages, how long `/healthz` and
 tenant `quiet`'s ordinary turns take, beside the same figures with the server idle; and the
-server's resident memory before, at its peak and after the call.
+server's resident memory before, at its peak and after the call (with the query embedder
+loaded before it by one recall, as in any server that has answered one; `--cold` leaves it
+to the call).
 
     python scripts/measure_stall.py --messages 20000 --out docs/reliability/stall.md
 
@@ -10,7 +12,9 @@ a scripted upstream that answers at once. `/healthz` is polled every `--poll-ms`
 tenant posts one short turn after another (its session holds a few earlier turns). The idle
 phase lasts `--idle-s`; the loaded phase lasts as long as the heavy call. Memory is the
 server process's own (its embedding worker is a child of its own, busy after the call with
-the offloaded chunks; its figure is printed apart).
+the offloaded chunks; its figure is printed apart). Then the same call is sent `--repeat`
+times more, alone, each to a new session, and the memory read after each: what a first
+call leaves apart from what every call would.
 """
 
 from __future__ import annotations
@@ -140,12 +144,19 @@ class HeavyCall:
     error: str | None = None
 
 
-def send_heavy(base: str, key: str, raw: bytes, outcome: HeavyCall, done: threading.Event) -> None:
+def send_heavy(
+    base: str,
+    key: str,
+    raw: bytes,
+    outcome: HeavyCall,
+    done: threading.Event | None,
+    session: str = "heavy",
+) -> None:
     headers = {
         "X-Ebbtide-Key": key,
         "Authorization": "Bearer sk-upstream",
         "Content-Type": "application/json",
-        "X-Ebbtide-Session": "heavy",
+        "X-Ebbtide-Session": session,
     }
     started = time.perf_counter()
     try:
@@ -156,7 +167,8 @@ def send_heavy(base: str, key: str, raw: bytes, outcome: HeavyCall, done: thread
     except httpx.HTTPError as error:
         outcome.error = type(error).__name__
     outcome.seconds = time.perf_counter() - started
-    done.set()
+    if done is not None:
+        done.set()
 
 
 async def sample_phase(
@@ -212,6 +224,11 @@ async def run(
                 body = {"model": "gpt-4o", "messages": [{"role": "user", "content": text}]}
                 path = f"/sessions/quiet-{session}/turn"
                 (await quiet.post(path, json=body)).raise_for_status()
+        if not args.cold:
+            # A server in service has embedded a query: its embedding model's pages (about
+            # 20 MiB of its memory) are in before the call, not counted as what the call left.
+            recall = {"query": "What did we note about the replica failover?"}
+            (await quiet.post("/sessions/quiet-0/recall", json=recall)).raise_for_status()
     raw = json.dumps({"model": "gpt-4o", "messages": history(args.messages)}).encode()
     # This process is the instrument: its own collector's pauses (the history it built is
     # a few hundred thousand objects) would show as the server's latency.
@@ -236,9 +253,17 @@ async def run(
     await asyncio.sleep(args.settle_s)
     memory_after = rss_mib(pid, children=False)
     children = round(sum(rss_mib(child) for child in descendants(pid)), 1)
+    repeated = []
+    for n in range(1, args.repeat + 1):  # the same call again, nobody else sending
+        again = HeavyCall()
+        fresh_session = f"heavy-again-{n}"
+        await asyncio.to_thread(send_heavy, base, keys["heavy"], raw, again, None, fresh_session)
+        await asyncio.sleep(args.settle_s)
+        repeated.append({**again.__dict__, "after": rss_mib(pid, children=False)})
     return {
         "messages": args.messages,
         "body_mb": round(len(raw) / 1e6, 1),
+        "query_embedder_warm": not args.cold,
         "heavy": outcome.__dict__,
         "idle": idle.figures(),
         "loaded": loaded.figures(),
@@ -247,6 +272,7 @@ async def run(
             "peak": peak[0],
             "after": memory_after,
             "children_after": children,
+            "after_each_repeat": repeated,
         },
     }
 
@@ -292,12 +318,44 @@ def report(figures: dict[str, object]) -> str:
                 for stage, ms in loaded["quiet_stages_p50"].items()
             ),
             "",
-            f"Server memory (MiB, its own process): {memory['before']} before, {memory['peak']} "
+            f"Server memory (MiB, its own process; {warmth(figures)}): {memory['before']} "
+            f"before, {memory['peak']} "
             f"at the peak, {memory['after']} after ({change:+.1f} %); its children "
             f"(the embedding worker) {memory['children_after']} after.",
             "",
+            *repeats(memory),
         ]
     )
+
+
+def warmth(figures: dict[str, object]) -> str:
+    if figures["query_embedder_warm"]:
+        return "the query embedder loaded before, by one recall"
+    return "from cold: the call is the first to embed a query"
+
+
+def repeats(memory: dict[str, object]) -> list[str]:
+    """The same call sent again (to a new session each time, nobody else sending): whether
+    what stays after it is a first call's cost or grows with every call."""
+    after_each = memory["after_each_repeat"]
+    assert isinstance(after_each, list)
+    if not after_each:
+        return []
+    before = memory["before"]
+    assert isinstance(before, float)
+    rows = [
+        f"| {n} | {call['status'] or call['error']} | {call['seconds']:.1f} | {call['after']} | "
+        f"{(call['after'] - before) / before * 100:+.1f} % |"
+        for n, call in enumerate(after_each, start=2)
+    ]
+    return [
+        "The same call again, to a new session each time, with nobody else sending:",
+        "",
+        "| call | status | seconds | memory after (MiB) | from before the first |",
+        "| --- | --- | --- | --- | --- |",
+        *rows,
+        "",
+    ]
 
 
 def main() -> None:
@@ -310,6 +368,14 @@ def main() -> None:
         "--settle-s", type=float, default=10.0, help="wait after the call before reading memory"
     )
     parser.add_argument("--poll-ms", type=float, default=50.0)
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="no recall before the call: the call loads the query embedder's model itself",
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=2, help="send the same call this many times more after"
+    )
     parser.add_argument("--embedder", default="local", choices=["local", "hash"])
     parser.add_argument("--out", type=Path, default=Path("docs/reliability/stall.md"))
     args = parser.parse_args()

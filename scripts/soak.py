@@ -81,7 +81,8 @@ class Record:
 
     calls: list[tuple[float, str, int, float, str]] = field(default_factory=list)
     outages: list[Outage] = field(default_factory=list)
-    memory: list[tuple[float, int, float]] = field(default_factory=list)  # time, server no., MiB
+    # time, server no., MiB with the embedding worker, MiB of the server's own process
+    memory: list[tuple[float, int, float, float]] = field(default_factory=list)
     posted: dict[str, list[str]] = field(default_factory=dict)  # session key → texts
     orphans: list[int] = field(default_factory=list)  # children the killed server left
 
@@ -248,12 +249,26 @@ async def proxy_session(
         await asyncio.sleep(rng.uniform(0.2, 1.0))
 
 
+def flatness(series: list[tuple[float, float]]) -> dict[str, float]:
+    """Memory five minutes after start (warmed up) against the last sample and the max."""
+    first_t = series[0][0]
+    warm = next((mib for t, mib in series if t - first_t >= 300), series[0][1])
+    return {
+        "after 5 min": warm,
+        "last": series[-1][1],
+        "max": max(mib for _, mib in series),
+        "change %": round((series[-1][1] - warm) / warm * 100, 1),
+    }
+
+
 async def sample_memory(server: Server, record: Record, until: float) -> None:
     while time.monotonic() < until:
         process = server.process
-        mib = rss_mib(process.pid) if process is not None and process.poll() is None else 0.0
-        if mib > 0:  # a server being killed reads as nothing
-            record.memory.append((time.monotonic(), server.starts, mib))
+        alive = process is not None and process.poll() is None
+        mib = rss_mib(process.pid) if process is not None and alive else 0.0
+        own = rss_mib(process.pid, children=False) if process is not None and alive else 0.0
+        if mib > 0 and own > 0:  # a server being killed reads as nothing
+            record.memory.append((time.monotonic(), server.starts, mib, own))
         await asyncio.sleep(10)
 
 
@@ -352,16 +367,10 @@ def report(record: Record, stored: dict[str, int], args: argparse.Namespace) -> 
         if (status == 0 or status >= 500) and not record.inside_outage(moment, ms):
             failures_outside[f"{kind} {status} {cause}"] += 1
     memory: dict[str, dict[str, float]] = {}
-    for number in sorted({n for _, n, _ in record.memory}):
-        series = [(t, mib) for t, n, mib in record.memory if n == number]
-        first_t = series[0][0]
-        warm = next((mib for t, mib in series if t - first_t >= 300), series[0][1])
-        memory[f"server {number}"] = {
-            "after 5 min": warm,
-            "last": series[-1][1],
-            "max": max(mib for _, mib in series),
-            "change %": round((series[-1][1] - warm) / warm * 100, 1),
-        }
+    for number in sorted({n for _, n, _, _ in record.memory}):
+        for part, column in (("", 2), (", own process", 3)):
+            series = [(row[0], row[column]) for row in record.memory if row[1] == number]
+            memory[f"server {number}{part}"] = flatness(series)
     return {
         "minutes": args.minutes,
         "sessions": args.sessions,

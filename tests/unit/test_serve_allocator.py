@@ -1,6 +1,6 @@
 """`ebbtide serve` runs on the C allocator (app/cli.py `run_on_the_system_allocator`): the
-command starts again as the same process with PYTHONMALLOC=malloc, unless the user set
-PYTHONMALLOC themselves."""
+command starts again as the same process with PYTHONMALLOC=malloc and a fixed mmap
+threshold, unless the user set them themselves."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import sys
 PROGRAM = (
     "import os\n"
     "from app.cli import run_on_the_system_allocator\n"
-    "print(os.getpid(), os.environ.get('PYTHONMALLOC', 'unset'), flush=True)\n"
+    "print(os.getpid(), os.environ.get('PYTHONMALLOC', 'unset'),\n"
+    "      os.environ.get('MALLOC_MMAP_THRESHOLD_', 'unset'), flush=True)\n"
     "run_on_the_system_allocator()\n"
 )
 
@@ -30,14 +31,22 @@ def _run(environment: dict[str, str]) -> list[list[str]]:
     return [line.split() for line in done.stdout.splitlines()]
 
 
+OURS = ("PYTHONMALLOC", "MALLOC_MMAP_THRESHOLD_")
+
+
 def test_the_command_starts_again_in_the_same_process_on_the_c_allocator() -> None:
-    environment = {k: v for k, v in os.environ.items() if k != "PYTHONMALLOC"}
-    (first_pid, first), (second_pid, second) = _run(environment)
-    assert (first, second) == ("unset", "malloc")
+    environment = {k: v for k, v in os.environ.items() if k not in OURS}
+    (first_pid, *first), (second_pid, *second) = _run(environment)
+    assert (first, second) == (["unset", "unset"], ["malloc", str(128 * 1024)])
     assert first_pid == second_pid
 
 
 def test_an_allocator_the_user_chose_is_kept() -> None:
-    assert [allocator for _, allocator in _run({**os.environ, "PYTHONMALLOC": "pymalloc"})] == [
-        "pymalloc"
-    ]
+    chosen = {**os.environ, "PYTHONMALLOC": "pymalloc"}
+    assert [line[1:] for line in _run(chosen)] == [["pymalloc", os.environ.get(OURS[1], "unset")]]
+
+
+def test_a_threshold_the_user_chose_is_kept() -> None:
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONMALLOC"}
+    environment["MALLOC_MMAP_THRESHOLD_"] = "65536"
+    assert [line[1:] for line in _run(environment)][-1] == ["malloc", "65536"]
