@@ -6,8 +6,8 @@
   statement of a large call's rows).
 
 Both do nothing unless a pacer is set for the current context (`paced_by`,
-`loop_paced_by`). The service sets them for a large call: on its worker thread the pacer
-now and then sleeps a moment, and after its steps on the loop the loop pacer waits a while.
+`loop_paced_by`). The service sets them for a large call: while other calls are in progress,
+its worker thread waits at a `pace()` and its steps on the loop wait before they start.
 Either way the event loop has the interpreter's lock to itself meanwhile: it gives the lock
 up at every read and write of a socket, and would otherwise win it back only at the
 interpreter's switch interval, once per round trip of every other caller
@@ -27,7 +27,7 @@ T = TypeVar("T")
 
 class LoopPacer(Protocol):
     def step(self) -> AbstractAsyncContextManager[None]:
-        """Around one step on the event loop: may wait after it."""
+        """Around one step on the event loop: may wait before it."""
         ...
 
 
@@ -71,7 +71,7 @@ def paced_by(pacer: Pacer) -> Iterator[None]:
 @asynccontextmanager
 async def loop_step() -> AsyncIterator[None]:
     """One step of a long task on the event loop: with a loop pacer in the context, it may
-    wait after the step, and the loop serves everyone else meanwhile."""
+    wait before the step, and the loop serves everyone else meanwhile."""
     pacer = _loop_pacer.get()
     if pacer is None:
         yield
