@@ -191,7 +191,7 @@ SYSTEM_ALLOCATOR = "malloc"
 # glibc's own default, made fixed: left to itself glibc raises the threshold to the largest
 # block freed so far (up to 32 MiB), and a large call's big buffers (its body, its rows) then
 # come from the heap, where the next call's leave them scattered: a second 20,000-message call
-# kept 21.6 MiB more than the first, a fixed threshold 4.9 (docs/RELIABILITY.md).
+# kept 21.6 MiB more than the first, and 4.3 to 4.5 with the threshold fixed (docs/RELIABILITY.md).
 MMAP_THRESHOLD_BYTES = 128 * 1024
 
 
