@@ -155,11 +155,11 @@ def shared_buffers_mb(total_bytes: int) -> int:
     return max(SHARED_BUFFERS_MIN_MB, min(SHARED_BUFFERS_MAX_MB, quarter))
 
 
-# A large call's rows are hundreds of MB of WAL in a minute, written ahead of its commit. The
-# next backend to flush the WAL (another caller's commit) used to write it out and zero-fill
-# each new 16 MB segment on the way, waiting 40 to 50 ms on `WalInitWrite`
-# (docs/RELIABILITY.md). The WAL writer now flushes every 10 ms (it sleeps when nothing is
-# written), and new segments are created without the zeros, which ext4 and xfs do not need.
+# A large call's rows go to the WAL long before its commit. The next backend to flush the WAL
+# (another caller's commit) used to write them out and zero-fill each new 16 MB segment on
+# the way, waiting 40 to 50 ms on `WalInitWrite` (docs/RELIABILITY.md). The WAL writer now
+# flushes every 10 ms (it sleeps when nothing is written), and new segments are not
+# zero-filled first: the file system allocates their blocks as the WAL is written.
 WAL_SETTINGS = {"wal_writer_delay": "'10ms'", "wal_init_zero": "off"}
 
 
