@@ -107,22 +107,24 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def openai_usage(usage: Any) -> ProviderUsage:
-    """Chat Completions `usage`: `prompt_tokens` includes the cached ones."""
+def _usage_with_cached_details(usage: Any, prompt_key: str) -> ProviderUsage:
+    """OpenAI's two shapes: the prompt's count under `prompt_key` includes the cached tokens,
+    which `<prompt_key>_details.cached_tokens` gives."""
     if not isinstance(usage, dict):
         return ProviderUsage()
-    details = usage.get("prompt_tokens_details")
+    details = usage.get(f"{prompt_key}_details")
     cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else None
-    return ProviderUsage(_int(usage.get("prompt_tokens")), cached)
+    return ProviderUsage(_int(usage.get(prompt_key)), cached)
+
+
+def openai_usage(usage: Any) -> ProviderUsage:
+    """Chat Completions `usage`: `prompt_tokens` includes the cached ones."""
+    return _usage_with_cached_details(usage, "prompt_tokens")
 
 
 def responses_usage(usage: Any) -> ProviderUsage:
     """Responses `usage`: `input_tokens` includes the cached ones."""
-    if not isinstance(usage, dict):
-        return ProviderUsage()
-    details = usage.get("input_tokens_details")
-    cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else None
-    return ProviderUsage(_int(usage.get("input_tokens")), cached)
+    return _usage_with_cached_details(usage, "input_tokens")
 
 
 def anthropic_usage(usage: Any) -> ProviderUsage:

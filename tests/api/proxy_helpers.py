@@ -19,6 +19,12 @@ UPSTREAM = "http://upstream.test"
 EBBTIDE = "http://ebbtide.test"
 CLIENT_KEY = "sk-client-secret-4711"
 TIMEOUT_S = 1.0
+# The smallest Anthropic Messages call: for tests about what happens around it.
+MINIMAL_MESSAGES_BODY = {
+    "model": "claude-sonnet-4-5",
+    "max_tokens": 5,
+    "messages": [{"role": "user", "content": "x"}],
+}
 
 
 def _headers(session: str | None, extra: dict[str, str] | None) -> dict[str, str]:

@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from app.bench.upstream import Call, cut, reply, status
-from tests.api.proxy_helpers import CLIENT_KEY, Proxy
+from tests.api.proxy_helpers import CLIENT_KEY, MINIMAL_MESSAGES_BODY, Proxy
 
 
 def roles(messages: list[dict[str, Any]]) -> list[str]:
@@ -219,11 +219,7 @@ async def test_a_body_that_is_not_json_or_a_bad_session_id_is_refused(proxy: Pro
     assert broken.status_code == 400
     bad_id = await proxy.http.post(
         "/v1/messages",
-        json={
-            "model": "claude-sonnet-4-5",
-            "max_tokens": 5,
-            "messages": [{"role": "user", "content": "x"}],
-        },
+        json=MINIMAL_MESSAGES_BODY,
         headers={"X-Ebbtide-Session": "no spaces allowed"},
     )
     assert bad_id.status_code == 422

@@ -16,7 +16,7 @@ from app.bench.upstream import MODELS, Call, cut, reply
 from app.main import create_app
 from app.services.throttle import Throttle
 from app.settings import ThrottleSettings
-from tests.api.proxy_helpers import CLIENT_KEY, EBBTIDE, Proxy
+from tests.api.proxy_helpers import CLIENT_KEY, EBBTIDE, MINIMAL_MESSAGES_BODY, Proxy
 
 MODEL = "gpt-4o"
 
@@ -172,11 +172,7 @@ async def test_ebbtides_refusals_come_in_each_providers_error_shape(proxy: Proxy
     async with httpx.AsyncClient(transport=transport, base_url=EBBTIDE) as http:
         raw = await http.post(
             "/v1/messages",
-            json={
-                "model": "claude-sonnet-4-5",
-                "max_tokens": 5,
-                "messages": [{"role": "user", "content": "x"}],
-            },
+            json=MINIMAL_MESSAGES_BODY,
             headers={"X-Ebbtide-Session": "p1"},
         )
         assert raw.status_code == 502
